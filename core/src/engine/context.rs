@@ -1,0 +1,159 @@
+//! The handle a task's work holds: status messages, input requests, cancellation, and the
+//! final result or error.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::{Engine, EngineError, Live, Waiter};
+use crate::protocol::{InputRequests, InputResponses, ProtocolError, RpcError, TaskEvent, TaskStatus, TransitionError};
+
+/// The work's handle on its task. Finish it with [`TaskContext::complete`] or
+/// [`TaskContext::fail`]; dropping it unfinished fails the task with -32603, so a panicking or
+/// forgotten work never leaves a task `working` forever. Derefs to [`TaskHandle`].
+pub struct TaskContext {
+    handle: TaskHandle,
+    finished: bool,
+}
+
+/// A cloneable view of a running task for the work: status messages, input, cancellation.
+#[derive(Clone)]
+pub struct TaskHandle {
+    engine: Engine,
+    live: Arc<Live>,
+    id: String,
+}
+
+impl std::fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskContext").field("id", &self.handle.id).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for TaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskHandle").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for TaskContext {
+    type Target = TaskHandle;
+
+    fn deref(&self) -> &TaskHandle {
+        &self.handle
+    }
+}
+
+/// The error of a task whose work ended without reporting a result.
+pub const NO_RESULT_MESSAGE: &str = "Task failed: its work ended without a result";
+
+impl TaskContext {
+    pub(super) fn new(engine: Engine, live: Arc<Live>) -> Self {
+        let id = live.committed.read().id.clone();
+        Self { handle: TaskHandle { engine, live, id }, finished: false }
+    }
+
+    /// A cloneable handle for the work (everything but finishing).
+    pub fn handle(&self) -> TaskHandle {
+        self.handle.clone()
+    }
+
+    /// Finishes the task with a tool result (`CallToolResult`; `isError: true` still completes).
+    /// Returns `false` when the task was already terminal (cancelled, expired) and the result was
+    /// discarded. A result over the size limit fails the task with -32603 instead.
+    pub async fn complete(mut self, result: Value) -> Result<bool, EngineError> {
+        self.finished = true;
+        let size = serde_json::to_vec(&result).map(|v| v.len()).unwrap_or(usize::MAX);
+        let limit = self.engine.config().limits.max_result_bytes;
+        let event = if size > limit {
+            let err = ProtocolError::TooLarge { what: "tool result", size, limit };
+            TaskEvent::Fail(RpcError::internal(err.to_string()))
+        } else {
+            TaskEvent::Complete(result)
+        };
+        self.finish(event).await
+    }
+
+    /// Finishes the task as `failed` with a JSON-RPC error (protocol-level failures only; tool
+    /// errors complete with `isError: true`). Returns `false` when it was already terminal.
+    pub async fn fail(mut self, error: RpcError) -> Result<bool, EngineError> {
+        self.finished = true;
+        self.finish(TaskEvent::Fail(error)).await
+    }
+
+    async fn finish(&self, event: TaskEvent) -> Result<bool, EngineError> {
+        match self.engine.change(&self.id, event).await {
+            Ok(_) => Ok(true),
+            Err(EngineError::Transition(TransitionError::Terminal(_))) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl TaskHandle {
+    /// The task id.
+    pub fn task_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The current status as last committed.
+    pub fn status(&self) -> TaskStatus {
+        self.live.committed.read().status
+    }
+
+    /// A token that fires when the task is cancelled or expires; tools select on it to stop.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.live.cancel.clone()
+    }
+
+    /// True once the task was cancelled or expired.
+    pub fn is_cancelled(&self) -> bool {
+        self.live.cancel.is_cancelled()
+    }
+
+    /// Waits until the task is cancelled or expires.
+    pub async fn cancelled(&self) {
+        self.live.cancel.cancelled().await;
+    }
+
+    /// Sets the task's `statusMessage` (visible to `tasks/get` and listeners once this returns).
+    pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), EngineError> {
+        self.engine.change(&self.id, TaskEvent::SetStatusMessage(message.into())).await.map(|_| ())
+    }
+
+    /// Asks the client for input: the task becomes `input_required` with `requests` (keys must
+    /// be new for this task) and this waits until every key is answered through `tasks/update`,
+    /// returning the answers. Fails with [`EngineError::Cancelled`] if the task is cancelled or
+    /// expires first.
+    pub async fn request_input(&self, requests: InputRequests) -> Result<InputResponses, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        let keys: Vec<String> = requests.keys().cloned().collect();
+        self.live.waiters.lock().push(Waiter { keys: keys.clone(), tx });
+        if let Err(e) = self.engine.change(&self.id, TaskEvent::RequestInput(requests)).await {
+            self.live.waiters.lock().retain(|w| w.keys != keys);
+            return Err(e);
+        }
+        tokio::select! {
+            answers = rx => answers.map_err(|_| EngineError::Cancelled),
+            () = self.live.cancel.cancelled() => Err(EngineError::Cancelled),
+        }
+    }
+
+}
+
+impl Drop for TaskContext {
+    fn drop(&mut self) {
+        if self.finished || self.live.committed.read().status.is_terminal() {
+            return;
+        }
+        let engine = self.handle.engine.clone();
+        let id = self.handle.id.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = engine.change(&id, TaskEvent::Fail(RpcError::internal(NO_RESULT_MESSAGE))).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! The task engine (tokio): creates tasks durably, runs them through host-supplied work, and
+//! answers `tasks/get|update|cancel` and listen subscriptions.
+//!
+//! Tasks whose work runs in this process are "live": their last committed record is kept in
+//! memory so reads never wait on the store, and every change is serialized per task, written to
+//! the store with compare-and-set, and only then made visible and broadcast. A task leaves
+//! memory when it becomes terminal; terminal tasks are read from the store and cost no RAM.
+
+mod context;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+
+pub use context::{NO_RESULT_MESSAGE, TaskContext, TaskHandle};
+
+use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
+use crate::protocol::{
+    CreateTaskResult, DetailedTask, InputResponses, ProtocolError, ResultType, TaskEvent, TaskRecord, TransitionError,
+};
+use crate::store::{StoreError, TaskStore, UpdateOutcome};
+
+/// Size limits on what clients and tools hand the engine, in bytes of serialized JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest `tools/call` `arguments` object.
+    pub max_arguments_bytes: usize,
+    /// Largest `inputResponses` object on one `tasks/update` (or MRTR retry).
+    pub max_input_responses_bytes: usize,
+    /// Largest tool result; a larger one fails the task with -32603.
+    pub max_result_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_arguments_bytes: 1 << 20, max_input_responses_bytes: 1 << 20, max_result_bytes: 8 << 20 }
+    }
+}
+
+/// Engine-wide settings. Per-tool TTL and poll interval override the defaults via [`TaskOptions`].
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// TTL of a task when its tool sets none; `None` is unlimited.
+    pub default_ttl_ms: Option<u64>,
+    /// `pollIntervalMs` when the tool sets none.
+    pub default_poll_interval_ms: u64,
+    /// How long a task stays readable (as `failed`, or its terminal state) after its TTL ended
+    /// before it is purged and reads answer -32602.
+    pub purge_grace_ms: u64,
+    /// How often the sweeper expires and purges tasks.
+    pub sweep_interval: Duration,
+    /// Size limits.
+    pub limits: Limits,
+    /// At start-up, fail every unfinished task in the store as abandoned by a dead process.
+    /// Right for a store only this process writes (SQLite locks its file to ensure that).
+    pub recover_orphans: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            default_ttl_ms: Some(3_600_000),
+            default_poll_interval_ms: 1_000,
+            purge_grace_ms: 300_000,
+            sweep_interval: Duration::from_secs(1),
+            limits: Limits::default(),
+            recover_orphans: true,
+        }
+    }
+}
+
+/// Per-task settings, usually from the tool's registration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskOptions {
+    /// TTL override: `Some(None)` is unlimited, `None` takes the engine default.
+    pub ttl_ms: Option<Option<u64>>,
+    /// Poll interval override.
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// Why an engine call failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The request is wrong (unknown task, oversized input, ...); answer with its code.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The work asked for something the task's state forbids (it is terminal, a key was reused).
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// The task was cancelled (or expired) while the work waited.
+    #[error("task was cancelled")]
+    Cancelled,
+}
+
+impl EngineError {
+    /// The protocol error a client sees for this failure.
+    pub fn to_protocol(&self) -> ProtocolError {
+        match self {
+            Self::Protocol(e) => e.clone(),
+            Self::Store(e) => ProtocolError::Internal(e.to_string()),
+            Self::Transition(e) => ProtocolError::Internal(e.to_string()),
+            Self::Cancelled => ProtocolError::Internal("task was cancelled".into()),
+        }
+    }
+}
+
+/// What one sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Unfinished tasks whose TTL ended, now `failed`.
+    pub expired: usize,
+    /// Tasks deleted after their TTL and grace period.
+    pub purged: usize,
+}
+
+pub(crate) struct Waiter {
+    keys: Vec<String>,
+    tx: oneshot::Sender<InputResponses>,
+}
+
+pub(crate) struct Live {
+    /// The last committed record; reads clone the `Arc` and never wait on the store.
+    committed: RwLock<Arc<TaskRecord>>,
+    /// Serializes changes to this task so compare-and-set writes go out in order.
+    write_lock: tokio::sync::Mutex<()>,
+    cancel: CancellationToken,
+    waiters: Mutex<Vec<Waiter>>,
+}
+
+pub(crate) struct Inner {
+    store: Arc<dyn TaskStore>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    owner: String,
+    config: EngineConfig,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    changes: broadcast::Sender<Arc<TaskRecord>>,
+}
+
+/// The task engine. Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("owner", &self.inner.owner).finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    store: Arc<dyn TaskStore>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    config: EngineConfig,
+}
+
+impl EngineBuilder {
+    /// Uses `clock` instead of the system clock.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Uses `ids` instead of 128-bit CSPRNG ids.
+    #[must_use]
+    pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// Replaces the configuration.
+    #[must_use]
+    pub fn config(mut self, config: EngineConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Builds the engine and, if configured, fails the tasks a dead process left unfinished.
+    /// Call inside a tokio runtime.
+    pub async fn build(self) -> Result<Engine, StoreError> {
+        let owner = self.ids.next_id();
+        let (changes, _) = broadcast::channel(4096);
+        let engine = Engine {
+            inner: Arc::new(Inner {
+                store: self.store,
+                clock: self.clock,
+                ids: self.ids,
+                owner,
+                config: self.config,
+                live: Mutex::new(HashMap::new()),
+                changes,
+            }),
+        };
+        if engine.inner.config.recover_orphans {
+            engine.recover_orphans().await?;
+        }
+        Ok(engine)
+    }
+}
+
+/// The statusMessage and error message of a task whose process died.
+pub const ABANDONED_MESSAGE: &str =
+    "Task failed: the server process running it stopped before it finished (recovered after restart)";
+
+impl Engine {
+    /// Starts building an engine over `store`.
+    pub fn builder(store: Arc<dyn TaskStore>) -> EngineBuilder {
+        EngineBuilder { store, clock: Arc::new(SystemClock), ids: Arc::new(RandomIds), config: EngineConfig::default() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// The clock the engine reads.
+    pub fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.inner.store
+    }
+
+    /// How many tasks this process is running (non-terminal, in memory).
+    pub fn live_count(&self) -> usize {
+        self.inner.live.lock().len()
+    }
+
+    async fn recover_orphans(&self) -> Result<usize, StoreError> {
+        let mut recovered = 0;
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let batch = self.inner.store.unfinished(None, 1024).await?;
+            let fresh: Vec<TaskRecord> = batch.into_iter().filter(|t| seen.insert(t.id.clone())).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for task in fresh {
+                if self.change_stored(task, TaskEvent::Abandon(ABANDONED_MESSAGE.into())).await.is_ok() {
+                    recovered += 1;
+                }
+            }
+        }
+        if recovered > 0 {
+            tracing::warn!(recovered, "failed tasks left unfinished by a previous process");
+        }
+        Ok(recovered)
+    }
+
+    /// Creates a task for `principal` running `tool`: stores it durably, then returns the
+    /// `CreateTaskResult` and the handle the work uses. Send the result only after this returns.
+    pub async fn create_task(
+        &self,
+        principal: &str,
+        tool: &str,
+        options: TaskOptions,
+    ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
+        let inner = &self.inner;
+        let now = inner.clock.now_ms();
+        let ttl = options.ttl_ms.unwrap_or(inner.config.default_ttl_ms);
+        let poll = options.poll_interval_ms.unwrap_or(inner.config.default_poll_interval_ms);
+        let record = TaskRecord::new(
+            inner.ids.next_id(),
+            principal.to_owned(),
+            inner.owner.clone(),
+            tool.to_owned(),
+            now,
+            ttl,
+            Some(poll),
+        );
+        inner.store.insert(&record).await?;
+        let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
+        let live = Arc::new(Live {
+            committed: RwLock::new(Arc::new(record.clone())),
+            write_lock: tokio::sync::Mutex::new(()),
+            cancel: CancellationToken::new(),
+            waiters: Mutex::new(Vec::new()),
+        });
+        inner.live.lock().insert(record.id.clone(), Arc::clone(&live));
+        let _ = inner.changes.send(Arc::new(record));
+        Ok((result, TaskContext::new(self.clone(), live)))
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Live>> {
+        self.inner.live.lock().get(id).cloned()
+    }
+
+    fn not_found(id: &str) -> EngineError {
+        EngineError::Protocol(ProtocolError::TaskNotFound(id.to_owned()))
+    }
+
+    fn is_purged(&self, task: &TaskRecord, now: u64) -> bool {
+        task.expires_at_ms().is_some_and(|at| now >= at.saturating_add(self.inner.config.purge_grace_ms))
+    }
+
+    /// Reads the task as `tasks/get` shows it. Unknown, purged and other principals' tasks are
+    /// all -32602 alike, so existence does not leak.
+    pub async fn get(&self, principal: &str, id: &str) -> Result<DetailedTask, EngineError> {
+        Ok(self.read(principal, id).await?.to_detailed())
+    }
+
+    async fn read(&self, principal: &str, id: &str) -> Result<Arc<TaskRecord>, EngineError> {
+        let now = self.inner.clock.now_ms();
+        let task = match self.live(id) {
+            Some(live) => Arc::clone(&live.committed.read()),
+            None => Arc::new(self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?),
+        };
+        if task.principal != principal || self.is_purged(&task, now) {
+            return Err(Self::not_found(id));
+        }
+        if !task.status.is_terminal() && task.is_expired(now) {
+            // The sweeper may not have reached it yet; never show a task alive past its TTL.
+            self.change(id, TaskEvent::Expire).await.ok();
+            return Box::pin(self.read(principal, id)).await;
+        }
+        Ok(task)
+    }
+
+    /// `tasks/update`: delivers answers. Unknown or already-answered keys and updates to
+    /// terminal tasks are acknowledged and change nothing.
+    pub async fn update(&self, principal: &str, id: &str, responses: InputResponses) -> Result<(), EngineError> {
+        let size = serde_json::to_vec(&responses).map(|v| v.len()).unwrap_or(usize::MAX);
+        let limit = self.inner.config.limits.max_input_responses_bytes;
+        if size > limit {
+            return Err(ProtocolError::TooLarge { what: "inputResponses", size, limit }.into());
+        }
+        self.read(principal, id).await?;
+        match self.change(id, TaskEvent::ProvideInput(responses)).await {
+            Ok(_) | Err(EngineError::Transition(TransitionError::Terminal(_))) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `tasks/cancel`: the task becomes `cancelled` at once and its work's cancellation token
+    /// fires. On a terminal task it acknowledges and changes nothing.
+    pub async fn cancel(&self, principal: &str, id: &str) -> Result<(), EngineError> {
+        self.read(principal, id).await?;
+        match self.change(id, TaskEvent::Cancel).await {
+            Ok(_) | Err(EngineError::Transition(TransitionError::Terminal(_))) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Applies `event` to task `id` through the one transition function, wherever the task lives.
+    pub(crate) async fn change(&self, id: &str, event: TaskEvent) -> Result<TaskRecord, EngineError> {
+        match self.live(id) {
+            Some(live) => self.change_live(&live, event).await,
+            None => {
+                let stored = self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?;
+                self.change_stored(stored, event).await
+            }
+        }
+    }
+
+    async fn change_live(&self, live: &Arc<Live>, event: TaskEvent) -> Result<TaskRecord, EngineError> {
+        let _serial = live.write_lock.lock().await;
+        for _ in 0..8 {
+            let mut next = TaskRecord::clone(&live.committed.read());
+            let expected = next.version;
+            let applied = next.apply(self.inner.clock.now_ms(), event.clone())?;
+            // Answers that complete a waiting request are handed over in the same write.
+            let mut deliveries = Vec::new();
+            if !applied.answered.is_empty() {
+                let mut waiters = live.waiters.lock();
+                let (ready, waiting): (Vec<Waiter>, Vec<Waiter>) = waiters
+                    .drain(..)
+                    .partition(|w| w.keys.iter().all(|k| next.answers.contains_key(k)));
+                *waiters = waiting;
+                for waiter in ready {
+                    let answers: InputResponses =
+                        waiter.keys.iter().filter_map(|k| next.answers.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                    next.apply(self.inner.clock.now_ms(), TaskEvent::TakeAnswers(waiter.keys.clone()))?;
+                    deliveries.push((waiter, answers));
+                }
+            }
+            if next.version == expected {
+                return Ok(next);
+            }
+            match self.inner.store.update(&next, expected).await? {
+                UpdateOutcome::Written => {
+                    self.publish_live(live, next.clone());
+                    for (waiter, answers) in deliveries {
+                        let _ = waiter.tx.send(answers);
+                    }
+                    return Ok(next);
+                }
+                UpdateOutcome::Conflict => {
+                    // Another writer on a shared store changed it first: put the waiters back,
+                    // adopt the stored record and apply the event to that.
+                    live.waiters.lock().extend(deliveries.into_iter().map(|(w, _)| w));
+                    match self.inner.store.get(&next.id).await? {
+                        Some(theirs) => self.publish_live(live, theirs),
+                        None => {
+                            self.inner.live.lock().remove(&next.id);
+                            return Err(Self::not_found(&next.id));
+                        }
+                    }
+                }
+            }
+        }
+        Err(StoreError::Backend("task kept changing under concurrent writers".into()).into())
+    }
+
+    fn publish_live(&self, live: &Arc<Live>, record: TaskRecord) {
+        let terminal = record.status.is_terminal();
+        let id = record.id.clone();
+        let record = Arc::new(record);
+        *live.committed.write() = Arc::clone(&record);
+        if terminal {
+            self.inner.live.lock().remove(&id);
+            live.cancel.cancel();
+        }
+        let _ = self.inner.changes.send(record);
+    }
+
+    async fn change_stored(&self, mut task: TaskRecord, event: TaskEvent) -> Result<TaskRecord, EngineError> {
+        for _ in 0..8 {
+            let expected = task.version;
+            let applied = task.apply(self.inner.clock.now_ms(), event.clone())?;
+            if !applied.changed {
+                return Ok(task);
+            }
+            if self.inner.store.update(&task, expected).await? == UpdateOutcome::Written {
+                let _ = self.inner.changes.send(Arc::new(task.clone()));
+                return Ok(task);
+            }
+            task = self.inner.store.get(&task.id).await?.ok_or_else(|| Self::not_found(&task.id))?;
+        }
+        Err(StoreError::Backend("task kept changing under concurrent writers".into()).into())
+    }
+
+    /// Opens a notification subscription for `ids`: returns the ids `principal` may see (the
+    /// acknowledged set), their current states, and a receiver of every later change.
+    pub async fn subscribe(&self, principal: &str, ids: &[String]) -> Subscription {
+        // Subscribe before reading so no change between the read and the stream is lost.
+        let rx = self.inner.changes.subscribe();
+        let mut accepted = Vec::new();
+        let mut current = Vec::new();
+        for id in ids {
+            if accepted.contains(id) {
+                continue;
+            }
+            if let Ok(task) = self.read(principal, id).await {
+                accepted.push(id.clone());
+                current.push(task);
+            }
+        }
+        let open = accepted.clone();
+        Subscription { engine: self.clone(), principal: principal.to_owned(), accepted, open, current, rx }
+    }
+
+    /// Expires unfinished tasks past their TTL and purges tasks past TTL plus grace.
+    pub async fn sweep(&self) -> Result<SweepReport, StoreError> {
+        let now = self.inner.clock.now_ms();
+        let mut report = SweepReport::default();
+        loop {
+            let batch = self.inner.store.expired_unfinished(now, 1024).await?;
+            let n = batch.len();
+            for task in batch {
+                if self.change(&task.id, TaskEvent::Expire).await.is_ok() {
+                    report.expired += 1;
+                }
+            }
+            if n < 1024 {
+                break;
+            }
+        }
+        let cutoff = now.saturating_sub(self.inner.config.purge_grace_ms);
+        loop {
+            let n = self.inner.store.purge(cutoff, 4096).await?;
+            report.purged += n;
+            if n < 4096 {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs [`Engine::sweep`] every `sweep_interval` until the returned handle is aborted.
+    pub fn spawn_sweeper(&self) -> tokio::task::JoinHandle<()> {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(engine.inner.config.sweep_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(e) = engine.sweep().await {
+                    tracing::error!(error = %e, "task sweep failed");
+                }
+            }
+        })
+    }
+
+    /// Checks the serialized size of `arguments` against the limit.
+    pub fn check_arguments(&self, arguments: &serde_json::Map<String, Value>) -> Result<(), ProtocolError> {
+        let size = serde_json::to_vec(arguments).map(|v| v.len()).unwrap_or(usize::MAX);
+        let limit = self.inner.config.limits.max_arguments_bytes;
+        if size > limit { Err(ProtocolError::TooLarge { what: "arguments", size, limit }) } else { Ok(()) }
+    }
+}
+
+/// A notification subscription from [`Engine::subscribe`].
+pub struct Subscription {
+    engine: Engine,
+    principal: String,
+    /// The ids the caller may see; only these are reported.
+    pub accepted: Vec<String>,
+    /// Accepted ids not yet reported terminal.
+    open: Vec<String>,
+    current: Vec<Arc<TaskRecord>>,
+    rx: broadcast::Receiver<Arc<TaskRecord>>,
+}
+
+impl Subscription {
+    /// The next state to report: first the current state of every accepted task, then each
+    /// change. `None` once every accepted task is terminal and reported (or none was accepted).
+    pub async fn next(&mut self) -> Option<DetailedTask> {
+        if let Some(task) = (!self.current.is_empty()).then(|| self.current.remove(0)) {
+            self.note_terminal(&task);
+            return Some(task.to_detailed());
+        }
+        loop {
+            if self.open.is_empty() {
+                return None;
+            }
+            match self.rx.recv().await {
+                Ok(task) if self.open.contains(&task.id) && task.principal == self.principal => {
+                    self.note_terminal(&task);
+                    return Some(task.to_detailed());
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Missed changes: report each accepted task's current state afresh.
+                    for id in self.open.clone() {
+                        if let Ok(task) = self.engine.read(&self.principal, &id).await {
+                            self.current.push(task);
+                        }
+                    }
+                    if let Some(task) = (!self.current.is_empty()).then(|| self.current.remove(0)) {
+                        self.note_terminal(&task);
+                        return Some(task.to_detailed());
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    fn note_terminal(&mut self, task: &TaskRecord) {
+        if task.status.is_terminal() {
+            self.open.retain(|id| id != &task.id);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Tools served by the host: their registration ([`Tool`]), the handler trait with its MRTR
+//! `prepare` phase, and the [`RunContext`] the work sees.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{TaskHandle, TaskOptions};
+use crate::protocol::{Envelope, InputRequests, InputResponses, RpcError, TaskMode};
+
+/// One `tools/call` as the handler sees it.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments object.
+    pub arguments: Map<String, Value>,
+    /// MRTR answers sent with this round, if any.
+    pub input_responses: Option<InputResponses>,
+    /// The state the handler returned from the previous MRTR round, verified and opened.
+    pub state: Option<Value>,
+    /// The caller's principal.
+    pub principal: String,
+    /// The request's `_meta` envelope (capabilities, client info).
+    pub envelope: Envelope,
+}
+
+/// What the MRTR phase decided.
+#[derive(Clone, Debug)]
+pub enum Prepared {
+    /// Run the tool (as a task or synchronously, per its mode).
+    Ready,
+    /// Answer `resultType: "input_required"`; the client retries the call with the answers and
+    /// the (sealed) `state`. No task exists yet.
+    InputRequired {
+        /// What to ask.
+        input_requests: InputRequests,
+        /// State to get back on the retry (sealed and bound to principal and tool by the host).
+        state: Option<Value>,
+    },
+}
+
+/// A tool's implementation.
+#[async_trait]
+pub trait ToolHandler: Send + Sync + 'static {
+    /// The synchronous MRTR phase, run on every `tools/call` round before any task is created
+    /// (SEP-2663: MRTR rounds finish before the task). The default asks nothing.
+    async fn prepare(&self, _call: &ToolCall) -> Result<Prepared, RpcError> {
+        Ok(Prepared::Ready)
+    }
+
+    /// The work. Returns the `CallToolResult` (tool failures as `isError: true`), or a JSON-RPC
+    /// error for protocol-level failures (the task ends `failed`). When run as a task, the future
+    /// is dropped if the task is cancelled.
+    async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError>;
+}
+
+/// What the work can do while it runs: the task handle when it runs as a task.
+#[derive(Clone, Debug)]
+pub struct RunContext {
+    task: Option<TaskHandle>,
+    cancel: CancellationToken,
+}
+
+impl RunContext {
+    pub(crate) fn task(handle: TaskHandle) -> Self {
+        let cancel = handle.cancellation();
+        Self { task: Some(handle), cancel }
+    }
+
+    pub(crate) fn sync() -> Self {
+        Self { task: None, cancel: CancellationToken::new() }
+    }
+
+    /// The task id when running as a task.
+    pub fn task_id(&self) -> Option<&str> {
+        self.task.as_ref().map(TaskHandle::task_id)
+    }
+
+    /// Sets the task's status message; does nothing for a synchronous call.
+    pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), RpcError> {
+        match &self.task {
+            Some(task) => task.set_status_message(message).await.map_err(|e| e.to_protocol().to_rpc()),
+            None => Ok(()),
+        }
+    }
+
+    /// Asks the client for input and waits for every answer. Only a task can ask mid-run; a
+    /// synchronous call gets an error (ask in [`ToolHandler::prepare`] instead).
+    pub async fn request_input(&self, requests: InputRequests) -> Result<InputResponses, RpcError> {
+        match &self.task {
+            Some(task) => task.request_input(requests).await.map_err(|e| e.to_protocol().to_rpc()),
+            None => Err(RpcError::internal(
+                "this call runs synchronously and cannot ask for input mid-run; ask in prepare() or run as a task",
+            )),
+        }
+    }
+
+    /// Fires when the task is cancelled or expires.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+/// A tool registration: what `tools/list` shows plus how calls run.
+#[derive(Clone)]
+pub struct Tool {
+    /// The name clients call.
+    pub name: String,
+    /// A description for the model.
+    pub description: String,
+    /// The JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// Whether calls become tasks.
+    pub mode: TaskMode,
+    /// TTL and poll interval of its tasks.
+    pub options: TaskOptions,
+    /// The implementation.
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.name).field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// A tool with an empty-object input schema, `forbidden` task mode and default options.
+    pub fn new(name: impl Into<String>, handler: impl ToolHandler) -> Self {
+        Self {
+            name: name.into(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+            mode: TaskMode::Forbidden,
+            options: TaskOptions::default(),
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = text.into();
+        self
+    }
+
+    /// Sets the input schema.
+    #[must_use]
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+
+    /// Sets the task mode.
+    #[must_use]
+    pub fn mode(mut self, mode: TaskMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the TTL of its tasks (`None` is unlimited).
+    #[must_use]
+    pub fn ttl_ms(mut self, ttl: Option<u64>) -> Self {
+        self.options.ttl_ms = Some(ttl);
+        self
+    }
+
+    /// Sets the poll interval of its tasks.
+    #[must_use]
+    pub fn poll_interval_ms(mut self, ms: u64) -> Self {
+        self.options.poll_interval_ms = Some(ms);
+        self
+    }
+
+    pub(crate) fn listing(&self) -> Value {
+        let mut tool = json!({ "name": self.name, "inputSchema": self.input_schema });
+        if !self.description.is_empty() {
+            tool["description"] = Value::String(self.description.clone());
+        }
+        tool
+    }
+}
+
+/// A [`ToolHandler`] from an async closure `(call, ctx) -> Result<Value, RpcError>`.
+pub fn handler_fn<F, Fut>(f: F) -> impl ToolHandler
+where
+    F: Fn(ToolCall, RunContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Value, RpcError>> + Send + 'static,
+{
+    struct FnHandler<F>(F);
+
+    #[async_trait]
+    impl<F, Fut> ToolHandler for FnHandler<F>
+    where
+        F: Fn(ToolCall, RunContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, RpcError>> + Send + 'static,
+    {
+        async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
+            (self.0)(call, ctx).await
+        }
+    }
+
+    FnHandler(f)
+}
+
+/// A text-content `CallToolResult`.
+pub fn text_result(text: impl Into<String>) -> Value {
+    json!({ "content": [{ "type": "text", "text": text.into() }], "isError": false })
+}
+
+/// A text-content `CallToolResult` with `isError: true` (a tool-level failure).
+pub fn error_result(text: impl Into<String>) -> Value {
+    json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true })
+}

@@ -1,0 +1,28 @@
+//! # mcp-tasks
+//!
+//! The Model Context Protocol tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) for
+//! MCP revision 2026-07-28: long-running `tools/call`s answer with a durable task handle that
+//! clients poll with `tasks/get`, feed with `tasks/update`, cancel with `tasks/cancel`, or watch
+//! through `subscriptions/listen`.
+//!
+//! The crate is layered:
+//! - [`protocol`]: sans-IO. Wire types, the error table, negotiation, header rules, request
+//!   decoding and the task state machine. No IO, no runtime, no clock: time and ids are passed
+//!   in, so any host or language binding can drive it.
+//! - [`store`]: durable storage behind the async [`store::TaskStore`] trait; SQLite (embedded
+//!   default, group commit) and in-memory backends.
+//! - [`engine`]: the tokio task engine — durable creation, the work handle
+//!   ([`engine::TaskContext`]), `tasks/*`, subscriptions, TTL sweeping, crash recovery.
+//! - [`host`] (feature `http`): a stateless Streamable HTTP endpoint on axum that serves tools
+//!   through the engine; what a program without an MCP SDK embeds.
+//! - [`clock`]: where time and ids come from.
+
+pub mod clock;
+pub mod engine;
+#[cfg(feature = "http")]
+pub mod host;
+pub mod protocol;
+pub mod store;
+
+pub use engine::{Engine, EngineConfig, EngineError, TaskContext, TaskOptions};
+pub use protocol::{EXTENSION_ID, PROTOCOL_VERSION};

@@ -1,0 +1,222 @@
+//! JSON-RPC errors: the wire shape, the protocol error enum, and the one table that maps every
+//! error kind to its JSON-RPC code and Streamable HTTP status.
+//!
+//! Codes come from JSON-RPC 2.0 and the MCP 2026-07-28 core (`-32020…-32022`, DIGEST §1.4); the
+//! task-specific uses (`-32602` for unknown/foreign/purged ids, `-32021` for a missing tasks
+//! declaration, `-32601` for the removed `tasks/list` and `tasks/result`) follow SEP-2663
+//! (DIGEST §4.5).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// A JSON-RPC error object as it travels on the wire (`{code, message, data?}`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RpcError {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// A short, single-sentence description.
+    pub message: String,
+    /// Structured detail defined by the code (e.g. `requiredCapabilities` for -32021).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with the given code and message and no `data`.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    /// Adds `data` to the error.
+    #[must_use]
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// An internal error (-32603) with the given message.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal.code(), message)
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// The kinds of protocol error, each with one row in [`ERROR_TABLE`].
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The body is not valid JSON.
+    Parse,
+    /// The body is JSON but not a JSON-RPC 2.0 request object.
+    InvalidRequest,
+    /// A body, argument, input response or result is larger than the configured limit.
+    TooLarge,
+    /// The method does not exist (including the removed `tasks/list` and `tasks/result`).
+    MethodNotFound,
+    /// Params are missing, of the wrong type, or name an unknown tool.
+    InvalidParams,
+    /// The task id is unknown, expired and purged, or belongs to another principal.
+    TaskNotFound,
+    /// A standard HTTP header (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) is missing or
+    /// disagrees with the body.
+    HeaderMismatch,
+    /// The request needs a client capability it did not declare in its own `_meta`.
+    MissingCapability,
+    /// The request's protocol version is not one the server speaks.
+    UnsupportedVersion,
+    /// The server failed (store unavailable, work ended without a result, ...).
+    Internal,
+}
+
+/// One row of the error table: what, which JSON-RPC code, which HTTP status.
+#[derive(Clone, Copy, Debug)]
+pub struct ErrorRow {
+    /// The error kind.
+    pub kind: ErrorKind,
+    /// Its JSON-RPC code.
+    pub code: i64,
+    /// The HTTP status of a Streamable HTTP response carrying it.
+    pub http_status: u16,
+    /// When it is returned.
+    pub when: &'static str,
+}
+
+/// Every error this crate returns, with its JSON-RPC code and HTTP status. The README's error
+/// table is checked against this one in tests.
+pub const ERROR_TABLE: &[ErrorRow] = &[
+    ErrorRow { kind: ErrorKind::Parse, code: -32700, http_status: 400, when: "the body is not valid JSON" },
+    ErrorRow { kind: ErrorKind::InvalidRequest, code: -32600, http_status: 400, when: "the body is not a JSON-RPC 2.0 request object" },
+    ErrorRow { kind: ErrorKind::TooLarge, code: -32600, http_status: 413, when: "the HTTP body exceeds the configured limit" },
+    ErrorRow { kind: ErrorKind::MethodNotFound, code: -32601, http_status: 404, when: "unknown method, including the removed `tasks/list` and `tasks/result`" },
+    ErrorRow { kind: ErrorKind::InvalidParams, code: -32602, http_status: 200, when: "missing or wrong-typed params, non-object `_meta`, unknown tool, arguments or input responses over their limit" },
+    ErrorRow { kind: ErrorKind::TaskNotFound, code: -32602, http_status: 200, when: "`tasks/*` on an unknown, purged, or another principal's task id" },
+    ErrorRow { kind: ErrorKind::HeaderMismatch, code: -32020, http_status: 400, when: "`MCP-Protocol-Version`, `Mcp-Method` or `Mcp-Name` missing or different from the body" },
+    ErrorRow { kind: ErrorKind::MissingCapability, code: -32021, http_status: 400, when: "`tasks/*` or a `taskIds` listen without the extension in that request's `_meta`; a task-required tool called by a non-declaring client" },
+    ErrorRow { kind: ErrorKind::UnsupportedVersion, code: -32022, http_status: 400, when: "`_meta` protocol version other than 2026-07-28" },
+    ErrorRow { kind: ErrorKind::Internal, code: -32603, http_status: 500, when: "store failure or other server fault; also inside a `failed` task when its work errs" },
+];
+
+impl ErrorKind {
+    fn row(self) -> &'static ErrorRow {
+        ERROR_TABLE
+            .iter()
+            .find(|row| row.kind == self)
+            .expect("every ErrorKind has a row in ERROR_TABLE")
+    }
+
+    /// The JSON-RPC code of this kind.
+    pub fn code(self) -> i64 {
+        self.row().code
+    }
+
+    /// The HTTP status of a Streamable HTTP response carrying this kind.
+    pub fn http_status(self) -> u16 {
+        self.row().http_status
+    }
+}
+
+/// A protocol-level error: what the server answers instead of a result.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProtocolError {
+    /// The body is not valid JSON.
+    #[error("Parse error: {0}")]
+    Parse(String),
+    /// The body is not a JSON-RPC 2.0 request.
+    #[error("Invalid request: {0}")]
+    InvalidRequest(String),
+    /// Something exceeds a configured size limit; `what` names it.
+    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// What was too large ("request body", "arguments", ...).
+        what: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// The method does not exist.
+    #[error("Method not found: {0}")]
+    MethodNotFound(String),
+    /// Params are malformed.
+    #[error("Invalid params: {0}")]
+    InvalidParams(String),
+    /// The task does not exist for this caller (unknown, purged, or another principal's).
+    #[error("Task not found: {0}")]
+    TaskNotFound(String),
+    /// A standard header disagrees with the body or is missing.
+    #[error("Header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// The request lacks a client capability it needs; `required` is a `ClientCapabilities` object.
+    #[error("Missing required client capability: {message}")]
+    MissingCapability {
+        /// Human-readable reason.
+        message: String,
+        /// The `ClientCapabilities` the request needs (goes to `data.requiredCapabilities`).
+        required: Value,
+    },
+    /// The request's protocol version is not supported.
+    #[error("Unsupported protocol version: {requested}")]
+    UnsupportedVersion {
+        /// The version the request carried.
+        requested: String,
+        /// The versions the server speaks.
+        supported: Vec<String>,
+    },
+    /// A server fault.
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+impl ProtocolError {
+    /// The table kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Parse(_) => ErrorKind::Parse,
+            Self::InvalidRequest(_) => ErrorKind::InvalidRequest,
+            Self::TooLarge { what, .. } if *what == "request body" => ErrorKind::TooLarge,
+            Self::TooLarge { .. } => ErrorKind::InvalidParams,
+            Self::MethodNotFound(_) => ErrorKind::MethodNotFound,
+            Self::InvalidParams(_) => ErrorKind::InvalidParams,
+            Self::TaskNotFound(_) => ErrorKind::TaskNotFound,
+            Self::HeaderMismatch(_) => ErrorKind::HeaderMismatch,
+            Self::MissingCapability { .. } => ErrorKind::MissingCapability,
+            Self::UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
+            Self::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// The JSON-RPC code (from [`ERROR_TABLE`]).
+    pub fn code(&self) -> i64 {
+        self.kind().code()
+    }
+
+    /// The HTTP status (from [`ERROR_TABLE`]).
+    pub fn http_status(&self) -> u16 {
+        self.kind().http_status()
+    }
+
+    /// The wire error object, with the `data` each code defines.
+    pub fn to_rpc(&self) -> RpcError {
+        let err = RpcError::new(self.code(), self.to_string());
+        match self {
+            Self::MissingCapability { required, .. } => {
+                err.with_data(json!({ "requiredCapabilities": required }))
+            }
+            Self::UnsupportedVersion { requested, supported } => {
+                err.with_data(json!({ "supported": supported, "requested": requested }))
+            }
+            Self::TooLarge { what, size, limit } => {
+                err.with_data(json!({ "what": what, "size": size, "limit": limit }))
+            }
+            _ => err,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Streamable HTTP standard-header rules (DIGEST §7): `MCP-Protocol-Version` equals the `_meta`
+//! version, `Mcp-Method` equals the method, and `Mcp-Name` equals `params.name` on `tools/call`
+//! and `prompts/get`, `params.uri` on `resources/read`, and `params.taskId` on `tasks/*`.
+//! A missing or different value is -32020 with HTTP 400.
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::error::ProtocolError;
+
+/// The three standard header values of one request, as received (not yet decoded).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StandardHeaders<'a> {
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: Option<&'a str>,
+    /// `Mcp-Method`.
+    pub method: Option<&'a str>,
+    /// `Mcp-Name`.
+    pub name: Option<&'a str>,
+}
+
+/// Decodes a header value: trims optional whitespace (RFC 9110 §5.5) and decodes the
+/// `=?base64?…?=` form used for values that are not plain ASCII.
+pub fn decode_value(raw: &str) -> Result<String, ProtocolError> {
+    let trimmed = raw.trim_matches(|c| c == ' ' || c == '\t');
+    if let Some(inner) = trimmed.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .map_err(|_| ProtocolError::HeaderMismatch("header value is not valid =?base64?…?= encoding".into()))?;
+        return String::from_utf8(bytes)
+            .map_err(|_| ProtocolError::HeaderMismatch("base64 header value is not UTF-8".into()));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// The body value that `Mcp-Name` must mirror for `method`, or `None` when the method has none.
+pub fn name_source<'a>(method: &str, params: Option<&'a Value>) -> Option<(&'static str, Option<&'a str>)> {
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    Some((field, params.and_then(|p| p.get(field)).and_then(Value::as_str)))
+}
+
+/// Checks the standard headers of one request against its body.
+pub fn validate(
+    method: &str,
+    params: Option<&Value>,
+    meta_version: &str,
+    headers: StandardHeaders<'_>,
+) -> Result<(), ProtocolError> {
+    let version = headers
+        .protocol_version
+        .ok_or_else(|| ProtocolError::HeaderMismatch("MCP-Protocol-Version header is required".into()))?;
+    if decode_value(version)? != meta_version {
+        return Err(ProtocolError::HeaderMismatch(format!(
+            "MCP-Protocol-Version header {version:?} differs from _meta protocolVersion {meta_version:?}"
+        )));
+    }
+    let header_method =
+        headers.method.ok_or_else(|| ProtocolError::HeaderMismatch("Mcp-Method header is required".into()))?;
+    if decode_value(header_method)? != method {
+        return Err(ProtocolError::HeaderMismatch(format!(
+            "Mcp-Method header {header_method:?} differs from body method {method:?}"
+        )));
+    }
+    if let Some((field, Some(expected))) = name_source(method, params) {
+        let name = headers
+            .name
+            .ok_or_else(|| ProtocolError::HeaderMismatch(format!("Mcp-Name header is required on {method}")))?;
+        if decode_value(name)? != expected {
+            return Err(ProtocolError::HeaderMismatch(format!(
+                "Mcp-Name header {name:?} differs from params.{field} {expected:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn headers<'a>(method: &'a str, name: Option<&'a str>) -> StandardHeaders<'a> {
+        StandardHeaders { protocol_version: Some("2026-07-28"), method: Some(method), name }
+    }
+
+    #[test]
+    fn tasks_name_is_the_task_id() {
+        let params = json!({"taskId": "abc"});
+        assert!(validate("tasks/get", Some(&params), "2026-07-28", headers("tasks/get", Some("abc"))).is_ok());
+        assert!(validate("tasks/get", Some(&params), "2026-07-28", headers("tasks/get", Some(" abc "))).is_ok());
+        let err = validate("tasks/get", Some(&params), "2026-07-28", headers("tasks/get", Some("zzz"))).unwrap_err();
+        assert_eq!(err.code(), -32020);
+        assert_eq!(err.http_status(), 400);
+        assert!(validate("tasks/get", Some(&params), "2026-07-28", headers("tasks/get", None)).is_err());
+    }
+
+    #[test]
+    fn method_and_version_must_match() {
+        let params = json!({"name": "greet"});
+        assert!(validate("tools/call", Some(&params), "2026-07-28", headers("tasks/get", Some("greet"))).is_err());
+        let mut wrong_version = headers("tools/call", Some("greet"));
+        wrong_version.protocol_version = Some("2025-11-25");
+        assert!(validate("tools/call", Some(&params), "2026-07-28", wrong_version).is_err());
+    }
+
+    #[test]
+    fn base64_values_are_decoded() {
+        let params = json!({"name": "grüßen"});
+        let encoded = format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode("grüßen"));
+        assert!(validate("tools/call", Some(&params), "2026-07-28", headers("tools/call", Some(&encoded))).is_ok());
+    }
+}

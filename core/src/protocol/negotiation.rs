@@ -1,0 +1,187 @@
+//! Per-request negotiation (DIGEST §1, §3.5, §4): the `_meta` envelope, the extension
+//! declaration, the per-tool task mode and the advertisement.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::error::ProtocolError;
+use super::types::{
+    EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
+};
+
+/// The protocol versions this crate serves.
+pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
+
+/// The per-request `_meta` envelope of MCP 2026-07-28.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Envelope {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub protocol_version: String,
+    /// `io.modelcontextprotocol/clientCapabilities` for this request only.
+    pub client_capabilities: Map<String, Value>,
+    /// `io.modelcontextprotocol/clientInfo`, self-reported.
+    pub client_info: Option<Value>,
+}
+
+impl Envelope {
+    /// True when this very request declares the tasks extension.
+    pub fn declares_tasks(&self) -> bool {
+        self.client_capabilities
+            .get("extensions")
+            .and_then(Value::as_object)
+            .is_some_and(|exts| exts.get(EXTENSION_ID).is_some_and(Value::is_object))
+    }
+
+    /// True when this request declares the named top-level client capability
+    /// (`elicitation`, `sampling`, `roots`).
+    pub fn declares(&self, capability: &str) -> bool {
+        self.client_capabilities.get(capability).is_some_and(Value::is_object)
+    }
+
+    /// Refuses with -32021 unless this request declares the tasks extension.
+    pub fn require_tasks(&self, what: &str) -> Result<(), ProtocolError> {
+        if self.declares_tasks() {
+            Ok(())
+        } else {
+            Err(missing_tasks_capability(what))
+        }
+    }
+}
+
+/// The -32021 error naming the tasks extension in `data.requiredCapabilities`.
+pub fn missing_tasks_capability(what: &str) -> ProtocolError {
+    ProtocolError::MissingCapability {
+        message: format!("{what} requires the {EXTENSION_ID} extension in this request's clientCapabilities"),
+        required: json!({ "extensions": { EXTENSION_ID: {} } }),
+    }
+}
+
+/// Reads the `_meta` envelope from `params`. Missing or non-object `params`, `_meta`, a
+/// missing or non-string protocol version, or non-object capabilities are -32602; an
+/// unsupported version is -32022.
+pub fn parse_envelope(params: Option<&Value>) -> Result<Envelope, ProtocolError> {
+    let params = match params {
+        Some(Value::Object(params)) => params,
+        Some(_) => return Err(ProtocolError::InvalidParams("params must be an object".into())),
+        None => return Err(ProtocolError::InvalidParams("params with _meta are required".into())),
+    };
+    let meta = match params.get("_meta") {
+        Some(Value::Object(meta)) => meta,
+        Some(_) => return Err(ProtocolError::InvalidParams("params._meta must be an object".into())),
+        None => return Err(ProtocolError::InvalidParams("params._meta is required".into())),
+    };
+    let protocol_version = match meta.get(META_PROTOCOL_VERSION) {
+        Some(Value::String(version)) => version.clone(),
+        Some(_) => {
+            return Err(ProtocolError::InvalidParams(format!("_meta[{META_PROTOCOL_VERSION:?}] must be a string")));
+        }
+        None => return Err(ProtocolError::InvalidParams(format!("_meta[{META_PROTOCOL_VERSION:?}] is required"))),
+    };
+    let client_capabilities = match meta.get(META_CLIENT_CAPABILITIES) {
+        Some(Value::Object(caps)) => caps.clone(),
+        Some(_) => {
+            return Err(ProtocolError::InvalidParams(format!("_meta[{META_CLIENT_CAPABILITIES:?}] must be an object")));
+        }
+        None => {
+            return Err(ProtocolError::InvalidParams(format!("_meta[{META_CLIENT_CAPABILITIES:?}] is required")));
+        }
+    };
+    if let Some(exts) = client_capabilities.get("extensions") {
+        if !exts.is_object() {
+            return Err(ProtocolError::InvalidParams("clientCapabilities.extensions must be an object".into()));
+        }
+    }
+    let envelope = Envelope { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO).cloned() };
+    check_version(&envelope.protocol_version)?;
+    Ok(envelope)
+}
+
+/// Refuses a protocol version this crate does not speak with -32022.
+pub fn check_version(requested: &str) -> Result<(), ProtocolError> {
+    if SUPPORTED_VERSIONS.contains(&requested) {
+        Ok(())
+    } else {
+        Err(ProtocolError::UnsupportedVersion {
+            requested: requested.to_owned(),
+            supported: SUPPORTED_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
+        })
+    }
+}
+
+/// How a tool may run as a task. There is no per-tool declaration on the 2026-07-28 wire; the
+/// server decides per request (DIGEST §3.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskMode {
+    /// Never a task.
+    #[default]
+    Forbidden,
+    /// A task for a declaring client, synchronous otherwise.
+    Optional,
+    /// Always a task; a non-declaring client gets -32021.
+    Required,
+}
+
+/// How one `tools/call` is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Run the tool and answer with its `CallToolResult`.
+    Sync,
+    /// Create a task and answer with a `CreateTaskResult`.
+    Task,
+}
+
+/// Decides how a `tools/call` runs from the tool's mode and whether this request declared the
+/// extension. A legacy `params.task` plays no part (SEP-2663 backward-compat table).
+pub fn decide(mode: TaskMode, declares_tasks: bool) -> Result<Dispatch, ProtocolError> {
+    match (mode, declares_tasks) {
+        (TaskMode::Forbidden, _) | (TaskMode::Optional, false) => Ok(Dispatch::Sync),
+        (TaskMode::Optional | TaskMode::Required, true) => Ok(Dispatch::Task),
+        (TaskMode::Required, false) => Err(missing_tasks_capability("this tool")),
+    }
+}
+
+/// The `ServerCapabilities` advertising the extension under `capabilities.extensions`.
+pub fn server_capabilities() -> Value {
+    json!({ "tools": {}, "extensions": { EXTENSION_ID: {} } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(caps: Value) -> Value {
+        json!({"_meta": {META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: caps}})
+    }
+
+    #[test]
+    fn per_request_declaration() {
+        let declaring = parse_envelope(Some(&params(json!({"extensions": {EXTENSION_ID: {}}})))).unwrap();
+        assert!(declaring.declares_tasks());
+        let plain = parse_envelope(Some(&params(json!({})))).unwrap();
+        assert!(!plain.declares_tasks());
+        assert_eq!(plain.require_tasks("tasks/get").unwrap_err().code(), -32021);
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(decide(TaskMode::Forbidden, true).unwrap(), Dispatch::Sync);
+        assert_eq!(decide(TaskMode::Optional, true).unwrap(), Dispatch::Task);
+        assert_eq!(decide(TaskMode::Optional, false).unwrap(), Dispatch::Sync);
+        assert_eq!(decide(TaskMode::Required, true).unwrap(), Dispatch::Task);
+        let err = decide(TaskMode::Required, false).unwrap_err().to_rpc();
+        assert_eq!(err.code, -32021);
+        assert_eq!(err.data.unwrap()["requiredCapabilities"]["extensions"][EXTENSION_ID], json!({}));
+    }
+
+    #[test]
+    fn bad_envelopes() {
+        assert_eq!(parse_envelope(None).unwrap_err().code(), -32602);
+        assert_eq!(parse_envelope(Some(&json!({"_meta": 3}))).unwrap_err().code(), -32602);
+        assert_eq!(parse_envelope(Some(&json!({"_meta": {}}))).unwrap_err().code(), -32602);
+        let old = json!({"_meta": {META_PROTOCOL_VERSION: "2025-11-25", META_CLIENT_CAPABILITIES: {}}});
+        let err = parse_envelope(Some(&old)).unwrap_err().to_rpc();
+        assert_eq!(err.code, -32022);
+        assert_eq!(err.data.unwrap()["requested"], "2025-11-25");
+    }
+}

@@ -1,0 +1,90 @@
+//! An in-memory [`TaskStore`]: same rules as the durable stores, nothing survives the process.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use parking_lot::RwLock;
+
+use super::{StoreError, TaskStore, UpdateOutcome};
+use crate::protocol::TaskRecord;
+
+/// Tasks in a hash map. Not durable across restarts; for tests and for hosts that choose
+/// `memory://`.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    tasks: RwLock<HashMap<String, TaskRecord>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        let mut tasks = self.tasks.write();
+        if tasks.contains_key(&task.id) {
+            return Err(StoreError::Duplicate(task.id.clone()));
+        }
+        tasks.insert(task.id.clone(), task.clone());
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.tasks.read().get(id).cloned())
+    }
+
+    async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+        let mut tasks = self.tasks.write();
+        match tasks.get_mut(&task.id) {
+            Some(stored) if stored.version == expected_version && !stored.status.is_terminal() => {
+                *stored = task.clone();
+                Ok(UpdateOutcome::Written)
+            }
+            _ => Ok(UpdateOutcome::Conflict),
+        }
+    }
+
+    async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(self
+            .tasks
+            .read()
+            .values()
+            .filter(|t| !t.status.is_terminal() && owner.is_none_or(|o| t.owner == o))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn expired_unfinished(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(self
+            .tasks
+            .read()
+            .values()
+            .filter(|t| !t.status.is_terminal() && t.is_expired(now_ms))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn purge(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let mut tasks = self.tasks.write();
+        let doomed: Vec<String> = tasks
+            .values()
+            .filter(|t| t.expires_at_ms().is_some_and(|at| at <= before_ms))
+            .take(limit)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in &doomed {
+            tasks.remove(id);
+        }
+        Ok(doomed.len())
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        Ok(self.tasks.read().len() as u64)
+    }
+}
