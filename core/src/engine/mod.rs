@@ -191,7 +191,9 @@ impl EngineBuilder {
     /// Builds the engine and, if configured, fails the tasks a dead process left unfinished.
     /// Call inside a tokio runtime.
     pub async fn build(self) -> Result<Engine, StoreError> {
-        let owner = self.ids.next_id();
+        // The owner id is internal (never on the wire), so it does not consume an id from the
+        // injected generator and vector task ids stay `task-1`, `task-2`, ….
+        let owner = RandomIds.next_id();
         let (changes, _) = broadcast::channel(4096);
         let engine = Engine {
             inner: Arc::new(Inner {

@@ -317,9 +317,14 @@ pub fn response(id: &RequestId, result: Value) -> Value {
     serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
 
-/// Builds a JSON-RPC error response (`id` is `null` when the request's id is unknown).
+/// Builds a JSON-RPC error response. When the request's id could not be read, `id` is
+/// omitted: the 2026-07-28 schema (`JSONRPCErrorResponse`) makes it optional but only allows a
+/// string or integer, so JSON-RPC 2.0's `"id": null` would fail schema validation.
 pub fn error_response(id: Option<&RequestId>, error: &RpcError) -> Value {
-    serde_json::json!({ "jsonrpc": "2.0", "id": id.cloned().unwrap_or(Value::Null), "error": error })
+    match id {
+        Some(id) => serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+        None => serde_json::json!({ "jsonrpc": "2.0", "error": error }),
+    }
 }
 
 /// Builds a JSON-RPC notification value.

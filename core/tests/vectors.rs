@@ -1,0 +1,207 @@
+//! Replays every shared vector in `tests/vectors/` against the Rust host, once over the
+//! in-memory store and once over SQLite, validating every message against the schemas.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::{SseReader, TestHost, WorkStep, parse_sse, read_json, request, schemas, standard_headers};
+use mcp_tasks::protocol::RpcError;
+use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
+use serde_json::{Value, json};
+
+/// Matches `actual` against `expected`, where the string "@any" matches any present value.
+fn matches(expected: &Value, actual: &Value, path: &str, diffs: &mut Vec<String>) {
+    match (expected, actual) {
+        (Value::String(s), _) if s == "@any" => {}
+        (Value::Object(e), Value::Object(a)) => {
+            for (key, ev) in e {
+                match a.get(key) {
+                    Some(av) => matches(ev, av, &format!("{path}/{key}"), diffs),
+                    None => diffs.push(format!("{path}/{key}: missing")),
+                }
+            }
+            for key in a.keys().filter(|k| !e.contains_key(*k)) {
+                diffs.push(format!("{path}/{key}: unexpected {}", a[key]));
+            }
+        }
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                matches(ev, av, &format!("{path}/{i}"), diffs);
+            }
+        }
+        _ if expected == actual => {}
+        _ => diffs.push(format!("{path}: expected {expected}, got {actual}")),
+    }
+}
+
+fn assert_matches(vector: &str, step: usize, expected: &Value, actual: &Value) {
+    let mut diffs = Vec::new();
+    matches(expected, actual, "", &mut diffs);
+    assert!(diffs.is_empty(), "{vector} step {step}: {diffs:#?}\nactual: {actual:#}");
+}
+
+fn substitute(value: &Value, vars: &HashMap<String, Value>) -> Value {
+    match value {
+        Value::String(s) => {
+            let mut out = s.clone();
+            for (name, v) in vars {
+                out = out.replace(&format!("${{{name}}}"), v.as_str().unwrap_or(""));
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, vars)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute(v, vars))).collect()),
+        other => other.clone(),
+    }
+}
+
+fn apply_headers(mut headers: Vec<(String, String)>, overrides: Option<&Value>) -> Vec<(String, String)> {
+    if let Some(Value::Object(overrides)) = overrides {
+        for (name, value) in overrides {
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            if let Some(value) = value.as_str() {
+                headers.push((name.clone(), value.to_owned()));
+            }
+        }
+    }
+    headers
+}
+
+async fn replay(path: &std::path::Path, store: Arc<dyn TaskStore>) {
+    let vector: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let name = vector["name"].as_str().unwrap().to_owned();
+    let host = TestHost::new(store, vector["start_ms"].as_u64().unwrap()).await;
+    let mut vars: HashMap<String, Value> = HashMap::new();
+    let mut streams: HashMap<String, SseReader> = HashMap::new();
+    let mut next_id = 1u64;
+    for (index, step) in vector["steps"].as_array().unwrap().iter().enumerate() {
+        let step = substitute(step, &vars);
+        let tasks = step.get("tasks").and_then(Value::as_bool).unwrap_or(true);
+        let principal = step.get("principal").and_then(Value::as_str);
+        if let Some(send) = step.get("send") {
+            let method = send["method"].as_str().unwrap();
+            let body = request(next_id, method, send["params"].clone(), tasks);
+            next_id += 1;
+            let headers = apply_headers(standard_headers(&body, principal), step.get("headers"));
+            let (status, _, response) = host.post_raw(&headers, serde_json::to_vec(&body).unwrap()).await;
+            let json = read_json(response).await;
+            schemas().check_response(method, &json);
+            assert_eq!(status, step["expect"]["status"].as_u64().unwrap() as u16, "{name} step {index}: {json}");
+            assert_matches(&name, index, &step["expect"]["body"], &json);
+            if let Some(Value::Object(capture)) = step.get("capture") {
+                for (var, pointer) in capture {
+                    vars.insert(var.clone(), json.pointer(pointer.as_str().unwrap()).cloned().unwrap());
+                }
+            }
+        } else if let Some(raw) = step.get("send_raw") {
+            let body = match raw {
+                Value::String(s) => s.clone().into_bytes(),
+                _ => raw["repeat"].as_str().unwrap().repeat(raw["times"].as_u64().unwrap() as usize).into_bytes(),
+            };
+            let headers = apply_headers(
+                vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("accept".into(), "application/json, text/event-stream".into()),
+                ],
+                step.get("headers"),
+            );
+            let (status, _, response) = host.post_raw(&headers, body).await;
+            let json = read_json(response).await;
+            schemas().check_response("", &json);
+            assert_eq!(status, step["expect"]["status"].as_u64().unwrap() as u16, "{name} step {index}: {json}");
+            assert_matches(&name, index, &step["expect"]["body"], &json);
+        } else if let Some(ms) = step.get("advance_ms") {
+            host.clock.advance(ms.as_u64().unwrap());
+        } else if let Some(work) = step.get("work") {
+            let task = work["task"].as_str().unwrap();
+            let owner = host.engine.store().get(task).await.unwrap().expect("work on a known task");
+            if owner.status.is_terminal() {
+                continue; // The work already ended; "it would have finished now".
+            }
+            if let Some(text) = work.get("status").and_then(Value::as_str) {
+                host.scripts.send(task, WorkStep::Status(text.to_owned()));
+                host.wait_for(&owner.principal, task, |t| t["statusMessage"] == text).await;
+            } else if let Some(Value::Object(requests)) = work.get("input") {
+                host.scripts.send(task, WorkStep::Input(requests.clone()));
+                host.wait_for(&owner.principal, task, |t| t["status"] == "input_required").await;
+            } else if let Some(result) = work.get("complete") {
+                host.scripts.send(task, WorkStep::Complete(result.clone()));
+                host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
+            } else if let Some(error) = work.get("fail") {
+                let error: RpcError = serde_json::from_value(error.clone()).unwrap();
+                host.scripts.send(task, WorkStep::Fail(error));
+                host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
+            } else {
+                panic!("{name} step {index}: unknown work {work}");
+            }
+        } else if let Some(expect) = step.get("sweep") {
+            let report = host.engine.sweep().await.unwrap();
+            assert_eq!(
+                json!({"expired": report.expired, "purged": report.purged}),
+                *expect,
+                "{name} step {index}: sweep"
+            );
+        } else if let Some(answers) = step.get("answers") {
+            let got: Vec<Value> =
+                host.scripts.answers(answers["task"].as_str().unwrap()).into_iter().map(Value::Object).collect();
+            assert_matches(&name, index, &answers["expect"], &Value::Array(got));
+        } else if let Some(listen) = step.get("listen") {
+            let params = json!({"notifications": listen["notifications"]});
+            let body = request(next_id, "subscriptions/listen", params, tasks);
+            next_id += 1;
+            let headers = standard_headers(&body, principal);
+            let (status, content_type, response) = host.post_raw(&headers, serde_json::to_vec(&body).unwrap()).await;
+            assert_eq!(status, step["expect"]["status"].as_u64().unwrap() as u16, "{name} step {index}");
+            assert!(content_type.starts_with("text/event-stream"), "{name} step {index}: {content_type}");
+            streams.insert(listen["stream"].as_str().unwrap().to_owned(), SseReader::new(response));
+        } else if let Some(events) = step.get("events") {
+            let reader = streams.get_mut(events["stream"].as_str().unwrap()).expect("stream is open");
+            for expected in events["expect"].as_array().unwrap() {
+                let message = reader.next().await.unwrap_or_else(|| panic!("{name} step {index}: stream ended"));
+                schemas().check_listen_message(&message);
+                assert_matches(&name, index, expected, &message);
+            }
+            if events.get("end").and_then(Value::as_bool) == Some(true) {
+                assert!(reader.next().await.is_none(), "{name} step {index}: stream should end");
+            }
+        } else {
+            panic!("{name} step {index}: unknown step {step}");
+        }
+    }
+}
+
+fn vector_files() -> Vec<std::path::PathBuf> {
+    let dir = common::repo_root().join("tests/vectors");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.file_name().is_some_and(|n| n != "skip.json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "vectors are missing from {}", dir.display());
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_over_memory_store() {
+    for file in vector_files() {
+        replay(&file, Arc::new(MemoryStore::new())).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_over_sqlite_store() {
+    for file in vector_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("tasks.db")).unwrap();
+        replay(&file, Arc::new(store)).await;
+    }
+}
+
+#[test]
+fn sse_parsing_skips_comments() {
+    let events = parse_sse(": keep-alive\n\nevent: message\ndata: {\"a\":1}\n\n");
+    assert_eq!(events, vec![json!({"a": 1})]);
+}
