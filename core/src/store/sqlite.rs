@@ -80,7 +80,7 @@ pub struct SqliteStore {
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
-    _lock: File,
+    lock: Mutex<Option<File>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -156,7 +156,7 @@ impl SqliteStore {
             writer_thread: Mutex::new(Some(thread)),
             readers,
             next_reader: AtomicUsize::new(0),
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
         })
     }
 
@@ -195,12 +195,14 @@ impl SqliteStore {
         rows.iter().map(|(id, body)| decode(id, body)).collect()
     }
 
-    /// Stops the writer after it finishes the queued writes.
+    /// Stops the writer after it finishes the queued writes and releases the file for another
+    /// process; later writes fail with [`StoreError::Closed`].
     pub fn close(&self) {
         self.writer.lock().take();
         if let Some(thread) = self.writer_thread.lock().take() {
             let _ = thread.join();
         }
+        self.lock.lock().take();
     }
 }
 

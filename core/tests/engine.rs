@@ -1,0 +1,357 @@
+//! Engine tests with an injected clock and ids; nothing sleeps. Each scenario runs over the
+//! in-memory store and over SQLite.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::schemas;
+use mcp_tasks::clock::{ManualClock, SequentialIds};
+use mcp_tasks::engine::{ABANDONED_MESSAGE, EngineConfig, Limits, NO_RESULT_MESSAGE, TaskOptions};
+use mcp_tasks::protocol::{RpcError, TaskStatus};
+use mcp_tasks::store::{MemoryStore, SqliteStore, StoreError, TaskStore};
+use mcp_tasks::{Engine, EngineError};
+use serde_json::{Map, Value, json};
+
+const START: u64 = 1_788_264_000_000;
+
+struct Rig {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn rig(sqlite: bool, config: EngineConfig) -> Rig {
+    let (store, dir): (Arc<dyn TaskStore>, _) = if sqlite {
+        let dir = tempfile::tempdir().unwrap();
+        (Arc::new(SqliteStore::open(dir.path().join("t.db")).unwrap()), Some(dir))
+    } else {
+        (Arc::new(MemoryStore::new()), None)
+    };
+    let clock = Arc::new(ManualClock::new(START));
+    let engine = Engine::builder(store)
+        .clock(clock.clone())
+        .ids(Arc::new(SequentialIds::new("t")))
+        .config(config)
+        .build()
+        .await
+        .unwrap();
+    Rig { engine, clock, _dir: dir }
+}
+
+fn detailed(task: &mcp_tasks::protocol::DetailedTask) -> Value {
+    let value = serde_json::to_value(task).unwrap();
+    schemas().assert_valid(true, "DetailedTask", &value);
+    value
+}
+
+fn code(err: &EngineError) -> i64 {
+    err.to_protocol().code()
+}
+
+async fn each_store(f: impl AsyncFn(bool)) {
+    f(false).await;
+    f(true).await;
+}
+
+#[tokio::test]
+async fn create_is_durable_before_it_returns() {
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig::default()).await;
+        let (created, _ctx) = rig.engine.create_task("alice", "tool", TaskOptions::default()).await.unwrap();
+        let value = serde_json::to_value(&created).unwrap();
+        schemas().assert_valid(true, "CreateTaskResult", &value);
+        assert_eq!(value["resultType"], "task");
+        let stored = rig.engine.store().get(&created.task.task_id).await.unwrap().expect("stored before return");
+        assert_eq!(stored.status, TaskStatus::Working);
+        assert_eq!(stored.principal, "alice");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn other_principals_see_not_found() {
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig::default()).await;
+        let (created, _ctx) = rig.engine.create_task("alice", "tool", TaskOptions::default()).await.unwrap();
+        let id = created.task.task_id;
+        assert_eq!(code(&rig.engine.get("bob", &id).await.unwrap_err()), -32602);
+        assert_eq!(code(&rig.engine.cancel("bob", &id).await.unwrap_err()), -32602);
+        assert_eq!(code(&rig.engine.update("bob", &id, Map::new()).await.unwrap_err()), -32602);
+        assert_eq!(code(&rig.engine.get("alice", "unknown").await.unwrap_err()), -32602);
+        assert_eq!(rig.engine.get("alice", &id).await.unwrap().task.status, TaskStatus::Working);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_fires_the_token_and_discards_a_later_result() {
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig::default()).await;
+        let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        let id = created.task.task_id;
+        let token = ctx.cancellation();
+        rig.clock.advance(10);
+        rig.engine.cancel("p", &id).await.unwrap();
+        assert!(token.is_cancelled());
+        assert!(!ctx.complete(json!({"content": []})).await.unwrap(), "a result after cancel is discarded");
+        let task = detailed(&rig.engine.get("p", &id).await.unwrap());
+        assert_eq!(task["status"], "cancelled");
+        assert!(task.get("result").is_none());
+        // Cancel again: acknowledged, nothing changes.
+        rig.clock.advance(10);
+        rig.engine.cancel("p", &id).await.unwrap();
+        assert_eq!(detailed(&rig.engine.get("p", &id).await.unwrap()), task);
+        assert_eq!(rig.engine.live_count(), 0, "terminal tasks leave memory");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn input_round_with_partial_answers() {
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig::default()).await;
+        let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        let id = created.task.task_id.clone();
+        let mut requests = Map::new();
+        for key in ["a", "b"] {
+            requests.insert(key.into(), json!({"method": "roots/list", "params": {}}));
+        }
+        let mut sub = rig.engine.subscribe("p", std::slice::from_ref(&id)).await;
+        assert_eq!(sub.next().await.unwrap().task.status, TaskStatus::Working);
+        let handle = ctx.handle();
+        let work = tokio::spawn(async move { handle.request_input(requests).await });
+        assert_eq!(sub.next().await.unwrap().task.status, TaskStatus::InputRequired);
+
+        let mut first = Map::new();
+        first.insert("a".into(), json!({"roots": []}));
+        first.insert("zzz".into(), json!({"roots": []}));
+        rig.engine.update("p", &id, first).await.unwrap();
+        let task = detailed(&rig.engine.get("p", &id).await.unwrap());
+        assert_eq!(task["status"], "input_required");
+        assert_eq!(task["inputRequests"].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["b"]);
+
+        let mut second = Map::new();
+        second.insert("b".into(), json!({"roots": [{"uri": "file:///x"}]}));
+        rig.engine.update("p", &id, second).await.unwrap();
+        let answers = work.await.unwrap().unwrap();
+        assert_eq!(answers.len(), 2);
+        assert_eq!(answers["b"]["roots"][0]["uri"], "file:///x");
+        assert_eq!(rig.engine.get("p", &id).await.unwrap().task.status, TaskStatus::Working);
+        // Answers handed to the work do not linger in the stored record.
+        assert!(rig.engine.store().get(&id).await.unwrap().unwrap().answers.is_empty());
+
+        // Keys are unique for the task's life.
+        let mut again = Map::new();
+        again.insert("a".into(), json!({"method": "roots/list", "params": {}}));
+        assert!(matches!(ctx.request_input(again).await, Err(EngineError::Transition(_))));
+        assert!(ctx.complete(json!({"content": []})).await.unwrap());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_wakes_a_work_waiting_for_input() {
+    let rig = rig(false, EngineConfig::default()).await;
+    let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+    let id = created.task.task_id;
+    let mut requests = Map::new();
+    requests.insert("k".into(), json!({"method": "roots/list", "params": {}}));
+    let mut sub = rig.engine.subscribe("p", std::slice::from_ref(&id)).await;
+    sub.next().await.unwrap();
+    let handle = ctx.handle();
+    let work = tokio::spawn(async move { handle.request_input(requests).await });
+    sub.next().await.unwrap();
+    rig.engine.cancel("p", &id).await.unwrap();
+    assert!(matches!(work.await.unwrap(), Err(EngineError::Cancelled)));
+}
+
+#[tokio::test]
+async fn failed_is_for_protocol_errors_and_carries_the_error() {
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig::default()).await;
+        let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        ctx.fail(RpcError::new(-32603, "boom").with_data(json!({"retry": false}))).await.unwrap();
+        let task = detailed(&rig.engine.get("p", &created.task.task_id).await.unwrap());
+        assert_eq!(task["status"], "failed");
+        assert_eq!(task["statusMessage"], "boom");
+        assert_eq!(task["error"], json!({"code": -32603, "message": "boom", "data": {"retry": false}}));
+
+        let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        ctx.complete(json!({"content": [{"type": "text", "text": "no"}], "isError": true})).await.unwrap();
+        let task = detailed(&rig.engine.get("p", &created.task.task_id).await.unwrap());
+        assert_eq!(task["status"], "completed");
+        assert_eq!(task["result"]["isError"], true);
+        assert_eq!(task["result"]["resultType"], "complete");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_dropped_context_fails_the_task() {
+    let rig = rig(false, EngineConfig::default()).await;
+    let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+    let id = created.task.task_id;
+    let mut sub = rig.engine.subscribe("p", std::slice::from_ref(&id)).await;
+    sub.next().await.unwrap();
+    drop(ctx);
+    let task = sub.next().await.unwrap();
+    assert_eq!(task.task.status, TaskStatus::Failed);
+    assert_eq!(task.error.unwrap().message, NO_RESULT_MESSAGE);
+}
+
+#[tokio::test]
+async fn ttl_expiry_and_purge() {
+    each_store(async |sqlite| {
+        let config = EngineConfig { purge_grace_ms: 1_000, ..EngineConfig::default() };
+        let rig = rig(sqlite, config).await;
+        let options = TaskOptions { ttl_ms: Some(Some(500)), poll_interval_ms: Some(100) };
+        let (created, ctx) = rig.engine.create_task("p", "tool", options).await.unwrap();
+        let id = created.task.task_id;
+        let (done, done_ctx) = rig.engine.create_task("p", "tool", options).await.unwrap();
+        done_ctx.complete(json!({"content": []})).await.unwrap();
+        rig.clock.advance(499);
+        assert_eq!(rig.engine.sweep().await.unwrap().expired, 0);
+        assert_eq!(rig.engine.get("p", &id).await.unwrap().task.status, TaskStatus::Working);
+        rig.clock.advance(1);
+        let report = rig.engine.sweep().await.unwrap();
+        assert_eq!((report.expired, report.purged), (1, 0));
+        assert!(ctx.is_cancelled(), "expiry stops the work");
+        let task = rig.engine.get("p", &id).await.unwrap();
+        assert_eq!(task.task.status, TaskStatus::Failed);
+        assert_eq!(task.error.unwrap().data.unwrap()["reason"], "expired");
+        // A completed task stays completed past its TTL until purged.
+        assert_eq!(rig.engine.get("p", &done.task.task_id).await.unwrap().task.status, TaskStatus::Completed);
+        rig.clock.advance(1_000);
+        assert_eq!(rig.engine.sweep().await.unwrap().purged, 2);
+        assert_eq!(code(&rig.engine.get("p", &id).await.unwrap_err()), -32602);
+        assert_eq!(rig.engine.store().count().await.unwrap(), 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn size_limits() {
+    each_store(async |sqlite| {
+        let limits = Limits { max_arguments_bytes: 64, max_input_responses_bytes: 64, max_result_bytes: 64 };
+        let rig = rig(sqlite, EngineConfig { limits, ..EngineConfig::default() }).await;
+        let mut big = Map::new();
+        big.insert("x".into(), json!("y".repeat(100)));
+        let err = rig.engine.check_arguments(&big).unwrap_err();
+        assert_eq!(err.code(), -32602);
+        let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        let id = created.task.task_id;
+        let before = rig.engine.get("p", &id).await.unwrap();
+        let err = rig.engine.update("p", &id, big.clone()).await.unwrap_err();
+        assert_eq!(code(&err), -32602);
+        assert_eq!(rig.engine.get("p", &id).await.unwrap(), before, "an oversized update changes nothing");
+        ctx.complete(json!({"content": [{"type": "text", "text": "z".repeat(100)}]})).await.unwrap();
+        let task = rig.engine.get("p", &id).await.unwrap();
+        assert_eq!(task.task.status, TaskStatus::Failed);
+        assert_eq!(task.error.unwrap().code, -32603);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn subscriptions_report_changes_and_end_at_terminal() {
+    let rig = rig(false, EngineConfig::default()).await;
+    let (a, a_ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+    let (b, _b_ctx) = rig.engine.create_task("q", "tool", TaskOptions::default()).await.unwrap();
+    let ids = vec![a.task.task_id.clone(), b.task.task_id.clone(), "nope".into()];
+    let mut sub = rig.engine.subscribe("p", &ids).await;
+    assert_eq!(sub.accepted, vec![a.task.task_id.clone()]);
+    assert_eq!(sub.next().await.unwrap().task.status, TaskStatus::Working);
+    a_ctx.set_status_message("half").await.unwrap();
+    assert_eq!(sub.next().await.unwrap().task.status_message.as_deref(), Some("half"));
+    a_ctx.complete(json!({"content": []})).await.unwrap();
+    assert_eq!(sub.next().await.unwrap().task.status, TaskStatus::Completed);
+    assert!(sub.next().await.is_none());
+}
+
+#[tokio::test]
+async fn restart_fails_abandoned_tasks_and_keeps_finished_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let clock = Arc::new(ManualClock::new(START));
+    let (working, waiting, done);
+    {
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        assert!(matches!(SqliteStore::open(&path), Err(StoreError::Locked(_))), "one host process per file");
+        let engine = Engine::builder(store.clone()).clock(clock.clone()).build().await.unwrap();
+        let (w, w_ctx) = engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        let (i, i_ctx) = engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        let (d, d_ctx) = engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        let mut requests = Map::new();
+        requests.insert("k".into(), json!({"method": "roots/list", "params": {}}));
+        let mut sub = engine.subscribe("p", std::slice::from_ref(&i.task.task_id)).await;
+        sub.next().await.unwrap();
+        let handle = i_ctx.handle();
+        tokio::spawn(async move { handle.request_input(requests).await });
+        sub.next().await.unwrap();
+        d_ctx.complete(json!({"content": [{"type": "text", "text": "kept"}]})).await.unwrap();
+        (working, waiting, done) = (w.task.task_id, i.task.task_id, d.task.task_id);
+        // The process "dies": nothing gets to finish or fail the tasks.
+        std::mem::forget(w_ctx);
+        std::mem::forget(i_ctx);
+        store.close();
+    }
+    clock.advance(60_000);
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let engine = Engine::builder(store).clock(clock.clone()).build().await.unwrap();
+    for id in [&working, &waiting] {
+        let task = detailed(&engine.get("p", id).await.unwrap());
+        assert_eq!(task["status"], "failed", "{task}");
+        assert_eq!(task["statusMessage"], ABANDONED_MESSAGE);
+        assert_eq!(task["error"]["data"]["reason"], "server_restarted");
+    }
+    let task = detailed(&engine.get("p", &done).await.unwrap());
+    assert_eq!(task["result"]["content"][0]["text"], "kept");
+}
+
+#[tokio::test]
+async fn sqlite_refuses_to_change_a_terminal_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("t.db")).unwrap();
+    let mut task = mcp_tasks::protocol::TaskRecord::new("x".into(), "p".into(), "o".into(), "t".into(), 0, None, None);
+    store.insert(&task).await.unwrap();
+    let v = task.version;
+    task.apply(1, mcp_tasks::protocol::TaskEvent::Cancel).unwrap();
+    assert_eq!(store.update(&task, v).await.unwrap(), mcp_tasks::store::UpdateOutcome::Written);
+    // Even a writer that skips the transition function cannot move a terminal row.
+    let mut forged = task.clone();
+    forged.status = TaskStatus::Completed;
+    forged.version += 1;
+    assert_eq!(store.update(&forged, task.version).await.unwrap(), mcp_tasks::store::UpdateOutcome::Conflict);
+    assert_eq!(store.get("x").await.unwrap().unwrap().status, TaskStatus::Cancelled);
+    assert!(matches!(store.insert(&task).await, Err(StoreError::Duplicate(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(dir.path().join("t.db")).unwrap());
+    let engine = Engine::builder(store.clone()).build().await.unwrap();
+    let mut joins = Vec::new();
+    for _ in 0..32 {
+        let engine = engine.clone();
+        joins.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..50 {
+                let (created, ctx) = engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+                ctx.complete(json!({"content": []})).await.unwrap();
+                ids.push(created.task.task_id);
+            }
+            ids
+        }));
+    }
+    let mut all = std::collections::HashSet::new();
+    for join in joins {
+        for id in join.await.unwrap() {
+            assert_eq!(id.len(), 32, "128-bit hex ids");
+            assert!(all.insert(id));
+        }
+    }
+    assert_eq!(store.count().await.unwrap(), 1600);
+    assert_eq!(engine.live_count(), 0);
+}
