@@ -348,7 +348,7 @@ async fn concurrent_creates_all_land() {
     let mut all = std::collections::HashSet::new();
     for join in joins {
         for id in join.await.unwrap() {
-            assert_eq!(id.len(), 32, "128-bit hex ids");
+            assert_eq!(id.len(), 44, "48-bit time prefix and 128 random bits, hex");
             assert!(all.insert(id));
         }
     }

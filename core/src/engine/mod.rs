@@ -59,6 +59,9 @@ pub struct EngineConfig {
     /// At start-up, fail every unfinished task in the store as abandoned by a dead process.
     /// Right for a store only this process writes (SQLite locks its file to ensure that).
     pub recover_orphans: bool,
+    /// How many recently finished tasks to keep in memory for reads (a fixed bound, not a cost
+    /// per task). Terminal tasks never change, so these copies are never stale.
+    pub finished_cache: usize,
 }
 
 impl Default for EngineConfig {
@@ -70,6 +73,7 @@ impl Default for EngineConfig {
             sweep_interval: Duration::from_secs(1),
             limits: Limits::default(),
             recover_orphans: true,
+            finished_cache: 4096,
         }
     }
 }
@@ -143,7 +147,30 @@ pub(crate) struct Inner {
     owner: String,
     config: EngineConfig,
     live: Mutex<HashMap<String, Arc<Live>>>,
+    finished: Mutex<FinishedCache>,
     changes: broadcast::Sender<Arc<TaskRecord>>,
+}
+
+/// A bounded first-in-first-out cache of terminal records.
+#[derive(Default)]
+struct FinishedCache {
+    records: HashMap<String, Arc<TaskRecord>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl FinishedCache {
+    fn insert(&mut self, record: Arc<TaskRecord>, capacity: usize) {
+        if capacity == 0 || self.records.contains_key(&record.id) {
+            return;
+        }
+        while self.order.len() >= capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.records.remove(&old);
+            }
+        }
+        self.order.push_back(record.id.clone());
+        self.records.insert(record.id.clone(), record);
+    }
 }
 
 /// The task engine. Cheap to clone; all clones share one state.
@@ -203,6 +230,7 @@ impl EngineBuilder {
                 owner,
                 config: self.config,
                 live: Mutex::new(HashMap::new()),
+                finished: Mutex::new(FinishedCache::default()),
                 changes,
             }),
         };
@@ -316,11 +344,23 @@ impl Engine {
         Ok(self.read(principal, id).await?.to_detailed())
     }
 
+    fn remember_finished(&self, record: &Arc<TaskRecord>) {
+        if record.status.is_terminal() {
+            self.inner.finished.lock().insert(Arc::clone(record), self.inner.config.finished_cache);
+        }
+    }
+
     async fn read(&self, principal: &str, id: &str) -> Result<Arc<TaskRecord>, EngineError> {
         let now = self.inner.clock.now_ms();
-        let task = match self.live(id) {
-            Some(live) => Arc::clone(&live.committed.read()),
-            None => Arc::new(self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?),
+        let cached = self.live(id).map(|live| Arc::clone(&live.committed.read()));
+        let cached = cached.or_else(|| self.inner.finished.lock().records.get(id).cloned());
+        let task = match cached {
+            Some(task) => task,
+            None => {
+                let task = Arc::new(self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?);
+                self.remember_finished(&task);
+                task
+            }
         };
         if task.principal != principal || self.is_purged(&task, now) {
             return Err(Self::not_found(id));
@@ -424,6 +464,7 @@ impl Engine {
         let record = Arc::new(record);
         *live.committed.write() = Arc::clone(&record);
         if terminal {
+            self.remember_finished(&record);
             self.inner.live.lock().remove(&id);
             live.cancel.cancel();
         }
@@ -438,7 +479,9 @@ impl Engine {
                 return Ok(task);
             }
             if self.inner.store.update(&task, expected).await? == UpdateOutcome::Written {
-                let _ = self.inner.changes.send(Arc::new(task.clone()));
+                let record = Arc::new(task.clone());
+                self.remember_finished(&record);
+                let _ = self.inner.changes.send(record);
                 return Ok(task);
             }
             task = self.inner.store.get(&task.id).await?.ok_or_else(|| Self::not_found(&task.id))?;

@@ -36,6 +36,7 @@ pub struct TaskRecord {
     /// Current status.
     pub status: TaskStatus,
     /// Human-readable status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_message: Option<String>,
     /// Creation time, Unix ms.
     pub created_at_ms: u64,
@@ -46,14 +47,19 @@ pub struct TaskRecord {
     /// Suggested poll interval in ms.
     pub poll_interval_ms: Option<u64>,
     /// Outstanding input requests.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub input_requests: InputRequests,
     /// Every input key ever issued (keys are unique for the task's life).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub issued_keys: BTreeSet<String>,
     /// Answers received and not yet handed to the work.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub answers: InputResponses,
     /// The `CallToolResult` once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     /// The JSON-RPC error once failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RpcError>,
     /// Incremented on every change; stores use it for compare-and-set.
     pub version: u64,

@@ -37,16 +37,21 @@ pub enum Durability {
     Normal,
 }
 
+// A rowid table with a unique index on the id, not a WITHOUT ROWID table keyed by it: ids are
+// random, and keeping ~400-byte rows in a random-key B-tree made every insert split and re-read
+// pages (measured: the writer spent most of its time in kernel page copies). Rows now append
+// in rowid order and only the small index entry lands at a random place.
 const SCHEMA: &str = r"
 CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY NOT NULL,
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
     principal TEXT NOT NULL,
     owner TEXT NOT NULL,
     status TEXT NOT NULL,
     expires_at INTEGER,
     version INTEGER NOT NULL,
     body BLOB NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks(owner) WHERE status IN ('working', 'input_required');
 CREATE INDEX IF NOT EXISTS tasks_expiry ON tasks(expires_at) WHERE expires_at IS NOT NULL;
 CREATE TRIGGER IF NOT EXISTS tasks_terminal_immutable BEFORE UPDATE ON tasks
@@ -132,6 +137,11 @@ impl SqliteStore {
             Durability::Normal => "NORMAL",
         };
         writer_conn.pragma_update(None, "synchronous", sync).map_err(backend)?;
+        // An 8 MiB page cache holds the B-tree tails that group commits touch (a larger one
+        // measured slower: SQLite walks the whole cache when a write transaction starts after
+        // the WAL changed), and a 16 MiB WAL between checkpoints amortizes copying pages back.
+        writer_conn.pragma_update(None, "cache_size", -8_192).map_err(backend)?;
+        writer_conn.pragma_update(None, "wal_autocheckpoint", 4_096).map_err(backend)?;
         writer_conn.execute_batch(SCHEMA).map_err(backend)?;
 
         let mut readers = Vec::with_capacity(READERS);
@@ -142,6 +152,9 @@ impl SqliteStore {
             )
             .map_err(backend)?;
             conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(backend)?;
+            // Reads map the file instead of copying pages through read(2); the mapping is the
+            // OS page cache, shared and reclaimable, not memory of this process's own.
+            conn.pragma_update(None, "mmap_size", 1_i64 << 30).map_err(backend)?;
             readers.push(Mutex::new(conn));
         }
 

@@ -36,23 +36,56 @@ pub enum WorkStep {
     Fail(RpcError),
 }
 
+enum Queue {
+    Early(Vec<WorkStep>),
+    Running(mpsc::UnboundedSender<WorkStep>),
+}
+
 /// Work queues of scripted tasks, by task id.
 #[derive(Default, Clone)]
 pub struct Scripts {
-    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<WorkStep>>>>,
+    /// A task's queue, or the steps sent before its work started (the work is spawned after the
+    /// CreateTaskResult, so a script can get ahead of it).
+    queues: Arc<Mutex<HashMap<String, Queue>>>,
     answers: Arc<Mutex<HashMap<String, Vec<Map<String, Value>>>>>,
+    answered: Arc<tokio::sync::Notify>,
 }
 
 impl Scripts {
     pub fn send(&self, task: &str, step: WorkStep) {
-        let queues = self.queues.lock();
-        let tx = queues.get(task).unwrap_or_else(|| panic!("no scripted task {task}"));
-        tx.send(step).expect("scripted work is running");
+        let mut queues = self.queues.lock();
+        match queues.entry(task.to_owned()).or_insert_with(|| Queue::Early(Vec::new())) {
+            Queue::Early(steps) => steps.push(step),
+            Queue::Running(tx) => {
+                // A work that already ended (cancelled, expired) ignores further steps.
+                let _ = tx.send(step);
+            }
+        }
     }
 
-    /// The input answers the work of `task` received, in order.
-    pub fn answers(&self, task: &str) -> Vec<Map<String, Value>> {
-        self.answers.lock().get(task).cloned().unwrap_or_default()
+    fn start(&self, task: &str) -> mpsc::UnboundedReceiver<WorkStep> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut queues = self.queues.lock();
+        if let Some(Queue::Early(steps)) = queues.remove(task) {
+            for step in steps {
+                tx.send(step).unwrap();
+            }
+        }
+        queues.insert(task.to_owned(), Queue::Running(tx));
+        rx
+    }
+
+    /// The input answers the work of `task` received, in order, once it has received `n`
+    /// batches (the work records them asynchronously after the update commits).
+    pub async fn answers(&self, task: &str, n: usize) -> Vec<Map<String, Value>> {
+        loop {
+            let notified = self.answered.notified();
+            let got = self.answers.lock().get(task).cloned().unwrap_or_default();
+            if got.len() >= n {
+                return got;
+            }
+            tokio::time::timeout(std::time::Duration::from_secs(10), notified).await.expect("answers within 10 s");
+        }
     }
 }
 
@@ -66,14 +99,14 @@ impl ToolHandler for Scripted {
             // Run synchronously: echo the arguments.
             return Ok(text_result(format!("ran {} synchronously with {}", call.name, Value::Object(call.arguments))));
         };
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        self.0.queues.lock().insert(id.clone(), tx);
+        let mut rx = self.0.start(&id);
         while let Some(step) = rx.recv().await {
             match step {
                 WorkStep::Status(message) => ctx.set_status_message(message).await?,
                 WorkStep::Input(requests) => {
                     let answers = ctx.request_input(requests).await?;
                     self.0.answers.lock().entry(id.clone()).or_default().push(answers);
+                    self.0.answered.notify_waiters();
                 }
                 WorkStep::Complete(result) => return Ok(result),
                 WorkStep::Fail(error) => return Err(error),
