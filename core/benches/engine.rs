@@ -19,8 +19,7 @@ fn runtime() -> Runtime {
 }
 
 async fn engine(dir: &tempfile::TempDir, durability: Durability) -> Engine {
-    let store: Arc<dyn TaskStore> =
-        Arc::new(SqliteStore::open_with(dir.path().join("bench.db"), durability).unwrap());
+    let store: Arc<dyn TaskStore> = Arc::new(SqliteStore::open_with(dir.path().join("bench.db"), durability).unwrap());
     // No recovery scan and no sweeper: measure the request paths alone.
     let config = EngineConfig { recover_orphans: false, ..EngineConfig::default() };
     Engine::builder(store).config(config).build().await.unwrap()
@@ -44,7 +43,8 @@ fn creates(c: &mut Criterion) {
                 created
             });
         });
-        for clients in [64usize] {
+        {
+            let clients = 64usize;
             group.bench_function(BenchmarkId::new(format!("concurrent{clients}"), name), |b| {
                 b.to_async(&rt).iter_custom(|iters| {
                     let engine = engine.clone();
@@ -197,7 +197,10 @@ fn rss_report() {
     });
     let live = rss_kib();
     println!("rss: start {} KiB ({} KiB anonymous)", start.0, start.1);
-    println!("rss: first {N} finished tasks: {} (includes filling SQLite's bounded page cache)", per_task(start, first, N));
+    println!(
+        "rss: first {N} finished tasks: {} (includes filling SQLite's bounded page cache)",
+        per_task(start, first, N)
+    );
     println!("rss: next {N} finished tasks: {}", per_task(first, second, N));
     println!("rss: {N} running tasks: {}", per_task(second, live, N));
     rt.block_on(async {
@@ -213,11 +216,12 @@ fn rss_report() {
 }
 
 fn main() {
-    // The RSS report runs with the full benchmark (no filter) or a filter naming "rss".
+    // The RSS report runs under `cargo bench` (which passes --bench; `cargo test` runs the
+    // benchmarks once in test mode without it) with no filter or a filter naming "rss".
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let test_mode = args.iter().any(|a| a == "--test");
-    if !test_mode && (filter.is_empty() || filter.iter().any(|f| f.contains("rss"))) {
+    let bench_mode = args.iter().any(|a| a == "--bench");
+    if bench_mode && (filter.is_empty() || filter.iter().any(|f| f.contains("rss"))) {
         rss_report();
     }
     let mut c = Criterion::default().configure_from_args();

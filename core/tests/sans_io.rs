@@ -4,8 +4,17 @@
 use std::path::Path;
 
 const FORBIDDEN: &[&str] = &[
-    "tokio", "SystemTime", "Instant::now", "std::fs", "std::net", "std::thread", "getrandom", "rusqlite", "axum",
-    "reqwest", "async fn",
+    "tokio",
+    "SystemTime",
+    "Instant::now",
+    "std::fs",
+    "std::net",
+    "std::thread",
+    "getrandom",
+    "rusqlite",
+    "axum",
+    "reqwest",
+    "async fn",
 ];
 
 #[test]
@@ -33,4 +42,13 @@ fn readme_error_table_is_the_code_table() {
         let line = format!("| {} | {} | {} |", row.code, row.http_status, row.when);
         assert!(readme.contains(&line), "README.md lacks the error-table row:\n{line}");
     }
+}
+
+#[test]
+fn readme_rust_example_is_the_compiled_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/serve.rs")).unwrap();
+    let body = &example[example.find("use std::sync::Arc;").unwrap()..];
+    assert!(readme.contains(body), "README.md's Rust example differs from core/examples/serve.rs");
 }

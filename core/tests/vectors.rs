@@ -145,8 +145,13 @@ async fn replay(path: &std::path::Path, store: Arc<dyn TaskStore>) {
             );
         } else if let Some(answers) = step.get("answers") {
             let want = answers["expect"].as_array().unwrap().len();
-            let got: Vec<Value> =
-                host.scripts.answers(answers["task"].as_str().unwrap(), want).await.into_iter().map(Value::Object).collect();
+            let got: Vec<Value> = host
+                .scripts
+                .answers(answers["task"].as_str().unwrap(), want)
+                .await
+                .into_iter()
+                .map(Value::Object)
+                .collect();
             assert_matches(&name, index, &answers["expect"], &Value::Array(got));
         } else if let Some(listen) = step.get("listen") {
             let params = json!({"notifications": listen["notifications"]});

@@ -140,7 +140,6 @@ impl TaskHandle {
             () = self.live.cancel.cancelled() => Err(EngineError::Cancelled),
         }
     }
-
 }
 
 impl Drop for TaskContext {

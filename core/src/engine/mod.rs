@@ -419,13 +419,15 @@ impl Engine {
             let mut deliveries = Vec::new();
             if !applied.answered.is_empty() {
                 let mut waiters = live.waiters.lock();
-                let (ready, waiting): (Vec<Waiter>, Vec<Waiter>) = waiters
-                    .drain(..)
-                    .partition(|w| w.keys.iter().all(|k| next.answers.contains_key(k)));
+                let (ready, waiting): (Vec<Waiter>, Vec<Waiter>) =
+                    waiters.drain(..).partition(|w| w.keys.iter().all(|k| next.answers.contains_key(k)));
                 *waiters = waiting;
                 for waiter in ready {
-                    let answers: InputResponses =
-                        waiter.keys.iter().filter_map(|k| next.answers.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                    let answers: InputResponses = waiter
+                        .keys
+                        .iter()
+                        .filter_map(|k| next.answers.get(k).map(|v| (k.clone(), v.clone())))
+                        .collect();
                     next.apply(self.inner.clock.now_ms(), TaskEvent::TakeAnswers(waiter.keys.clone()))?;
                     deliveries.push((waiter, answers));
                 }

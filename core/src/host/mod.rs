@@ -187,7 +187,7 @@ impl Host {
             Ok(Incoming::Request { id, method, params }) => (id, method, params),
             // Notifications and responses get no JSON-RPC answer.
             Ok(Incoming::Notification { .. } | Incoming::Response) => return StatusCode::ACCEPTED.into_response(),
-            Err((id, e)) => return error_reply(id.as_ref(), &Failure::Protocol(e), wants_sse),
+            Err(e) => return error_reply(e.id.as_ref(), &Failure::Protocol(e.error), wants_sse),
         };
         let Some(principal) = (self.inner.principal)(parts) else {
             let mut response =
@@ -401,7 +401,10 @@ enum ListenPhase {
 /// The listen stream: the acknowledgement first, then `notifications/tasks` with the full
 /// `DetailedTask` (current states, then every change), then — once every accepted task is
 /// terminal — the graceful-close result. Every message carries the subscription id.
-fn listen_stream(id: RequestId, subscription: Subscription) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
+fn listen_stream(
+    id: RequestId,
+    subscription: Subscription,
+) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
     let events = stream::unfold((ListenPhase::Ack, subscription, id), |(phase, mut sub, id)| async move {
         let message = match phase {
             ListenPhase::Ack => {
@@ -410,13 +413,19 @@ fn listen_stream(id: RequestId, subscription: Subscription) -> Sse<impl Stream<I
                     notifications: ListenFilter { task_ids: Some(sub.accepted.clone()), other: Map::new() },
                 };
                 let message = crate::protocol::notification("notifications/subscriptions/acknowledged", params);
-                return Some((Ok(Event::default().event("message").data(message.to_string())), (ListenPhase::Updates, sub, id)));
+                return Some((
+                    Ok(Event::default().event("message").data(message.to_string())),
+                    (ListenPhase::Updates, sub, id),
+                ));
             }
             ListenPhase::Updates => match sub.next().await {
                 Some(task) => {
                     let params = TaskNotificationParams { meta: subscription_meta(&id), task };
                     let message = crate::protocol::notification("notifications/tasks", params);
-                    return Some((Ok(Event::default().event("message").data(message.to_string())), (ListenPhase::Updates, sub, id)));
+                    return Some((
+                        Ok(Event::default().event("message").data(message.to_string())),
+                        (ListenPhase::Updates, sub, id),
+                    ));
                 }
                 None => crate::protocol::response(
                     &id,

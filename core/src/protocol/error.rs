@@ -92,23 +92,65 @@ pub struct ErrorRow {
 /// table is checked against this one in tests.
 pub const ERROR_TABLE: &[ErrorRow] = &[
     ErrorRow { kind: ErrorKind::Parse, code: -32700, http_status: 400, when: "the body is not valid JSON" },
-    ErrorRow { kind: ErrorKind::InvalidRequest, code: -32600, http_status: 400, when: "the body is not a JSON-RPC 2.0 request object" },
-    ErrorRow { kind: ErrorKind::TooLarge, code: -32600, http_status: 413, when: "the HTTP body exceeds the configured limit" },
-    ErrorRow { kind: ErrorKind::MethodNotFound, code: -32601, http_status: 404, when: "unknown method, including the removed `tasks/list` and `tasks/result`" },
-    ErrorRow { kind: ErrorKind::InvalidParams, code: -32602, http_status: 200, when: "missing or wrong-typed params, non-object `_meta`, unknown tool, arguments or input responses over their limit" },
-    ErrorRow { kind: ErrorKind::TaskNotFound, code: -32602, http_status: 200, when: "`tasks/*` on an unknown, purged, or another principal's task id" },
-    ErrorRow { kind: ErrorKind::HeaderMismatch, code: -32020, http_status: 400, when: "`MCP-Protocol-Version`, `Mcp-Method` or `Mcp-Name` missing or different from the body" },
-    ErrorRow { kind: ErrorKind::MissingCapability, code: -32021, http_status: 400, when: "`tasks/*` or a `taskIds` listen without the extension in that request's `_meta`; a task-required tool called by a non-declaring client" },
-    ErrorRow { kind: ErrorKind::UnsupportedVersion, code: -32022, http_status: 400, when: "`_meta` protocol version other than 2026-07-28" },
-    ErrorRow { kind: ErrorKind::Internal, code: -32603, http_status: 500, when: "store failure or other server fault; also inside a `failed` task when its work errs" },
+    ErrorRow {
+        kind: ErrorKind::InvalidRequest,
+        code: -32600,
+        http_status: 400,
+        when: "the body is not a JSON-RPC 2.0 request object",
+    },
+    ErrorRow {
+        kind: ErrorKind::TooLarge,
+        code: -32600,
+        http_status: 413,
+        when: "the HTTP body exceeds the configured limit",
+    },
+    ErrorRow {
+        kind: ErrorKind::MethodNotFound,
+        code: -32601,
+        http_status: 404,
+        when: "unknown method, including the removed `tasks/list` and `tasks/result`",
+    },
+    ErrorRow {
+        kind: ErrorKind::InvalidParams,
+        code: -32602,
+        http_status: 200,
+        when: "missing or wrong-typed params, non-object `_meta`, unknown tool, arguments or input responses over their limit",
+    },
+    ErrorRow {
+        kind: ErrorKind::TaskNotFound,
+        code: -32602,
+        http_status: 200,
+        when: "`tasks/*` on an unknown, purged, or another principal's task id",
+    },
+    ErrorRow {
+        kind: ErrorKind::HeaderMismatch,
+        code: -32020,
+        http_status: 400,
+        when: "`MCP-Protocol-Version`, `Mcp-Method` or `Mcp-Name` missing or different from the body",
+    },
+    ErrorRow {
+        kind: ErrorKind::MissingCapability,
+        code: -32021,
+        http_status: 400,
+        when: "`tasks/*` or a `taskIds` listen without the extension in that request's `_meta`; a task-required tool called by a non-declaring client",
+    },
+    ErrorRow {
+        kind: ErrorKind::UnsupportedVersion,
+        code: -32022,
+        http_status: 400,
+        when: "`_meta` protocol version other than 2026-07-28",
+    },
+    ErrorRow {
+        kind: ErrorKind::Internal,
+        code: -32603,
+        http_status: 500,
+        when: "store failure or other server fault; also inside a `failed` task when its work errs",
+    },
 ];
 
 impl ErrorKind {
     fn row(self) -> &'static ErrorRow {
-        ERROR_TABLE
-            .iter()
-            .find(|row| row.kind == self)
-            .expect("every ErrorKind has a row in ERROR_TABLE")
+        ERROR_TABLE.iter().find(|row| row.kind == self).expect("every ErrorKind has a row in ERROR_TABLE")
     }
 
     /// The JSON-RPC code of this kind.
@@ -207,9 +249,7 @@ impl ProtocolError {
     pub fn to_rpc(&self) -> RpcError {
         let err = RpcError::new(self.code(), self.to_string());
         match self {
-            Self::MissingCapability { required, .. } => {
-                err.with_data(json!({ "requiredCapabilities": required }))
-            }
+            Self::MissingCapability { required, .. } => err.with_data(json!({ "requiredCapabilities": required })),
             Self::UnsupportedVersion { requested, supported } => {
                 err.with_data(json!({ "supported": supported, "requested": requested }))
             }

@@ -5,9 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::error::ProtocolError;
-use super::types::{
-    EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
-};
+use super::types::{EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 /// The protocol versions this crate serves.
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
@@ -40,11 +38,7 @@ impl Envelope {
 
     /// Refuses with -32021 unless this request declares the tasks extension.
     pub fn require_tasks(&self, what: &str) -> Result<(), ProtocolError> {
-        if self.declares_tasks() {
-            Ok(())
-        } else {
-            Err(missing_tasks_capability(what))
-        }
+        if self.declares_tasks() { Ok(()) } else { Err(missing_tasks_capability(what)) }
     }
 }
 
@@ -86,10 +80,10 @@ pub fn parse_envelope(params: Option<&Value>) -> Result<Envelope, ProtocolError>
             return Err(ProtocolError::InvalidParams(format!("_meta[{META_CLIENT_CAPABILITIES:?}] is required")));
         }
     };
-    if let Some(exts) = client_capabilities.get("extensions") {
-        if !exts.is_object() {
-            return Err(ProtocolError::InvalidParams("clientCapabilities.extensions must be an object".into()));
-        }
+    if let Some(exts) = client_capabilities.get("extensions")
+        && !exts.is_object()
+    {
+        return Err(ProtocolError::InvalidParams("clientCapabilities.extensions must be an object".into()));
     }
     let envelope = Envelope { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO).cloned() };
     check_version(&envelope.protocol_version)?;

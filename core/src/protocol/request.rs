@@ -72,34 +72,47 @@ pub enum Incoming {
     Response,
 }
 
-/// Decodes one message body. Errors carry the request id when it could be read.
-pub fn decode(body: &[u8]) -> Result<Incoming, (Option<RequestId>, ProtocolError)> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| (None, ProtocolError::Parse(e.to_string())))?;
+/// Why a message could not be decoded, with the request id when it could be read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodeError {
+    /// The request id, if the message had a readable one.
+    pub id: Option<RequestId>,
+    /// The error to answer with.
+    pub error: ProtocolError,
+}
+
+fn fail(id: Option<RequestId>, error: ProtocolError) -> Box<DecodeError> {
+    Box::new(DecodeError { id, error })
+}
+
+/// Decodes one message body.
+pub fn decode(body: &[u8]) -> Result<Incoming, Box<DecodeError>> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| fail(None, ProtocolError::Parse(e.to_string())))?;
     let Value::Object(object) = value else {
         let what = if value.is_array() { "batches are not supported" } else { "the message must be an object" };
-        return Err((None, ProtocolError::InvalidRequest(what.into())));
+        return Err(fail(None, ProtocolError::InvalidRequest(what.into())));
     };
     decode_object(object)
 }
 
-fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, (Option<RequestId>, ProtocolError)> {
+fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, Box<DecodeError>> {
     let id = match object.remove("id") {
         Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
         Some(Value::Null) | None => None,
-        Some(_) => return Err((None, ProtocolError::InvalidRequest("id must be a string or a number".into()))),
+        Some(_) => return Err(fail(None, ProtocolError::InvalidRequest("id must be a string or a number".into()))),
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((id, ProtocolError::InvalidRequest("jsonrpc must be \"2.0\"".into())));
+        return Err(fail(id, ProtocolError::InvalidRequest("jsonrpc must be \"2.0\"".into())));
     }
     let method = match object.remove("method") {
         Some(Value::String(method)) => method,
-        Some(_) => return Err((id, ProtocolError::InvalidRequest("method must be a string".into()))),
+        Some(_) => return Err(fail(id, ProtocolError::InvalidRequest("method must be a string".into()))),
         None if object.contains_key("result") || object.contains_key("error") => return Ok(Incoming::Response),
-        None => return Err((id, ProtocolError::InvalidRequest("method is required".into()))),
+        None => return Err(fail(id, ProtocolError::InvalidRequest("method is required".into()))),
     };
     let params = object.remove("params");
     if params.as_ref().is_some_and(|p| !p.is_object()) {
-        return Err((id, ProtocolError::InvalidRequest("params must be an object".into())));
+        return Err(fail(id, ProtocolError::InvalidRequest("params must be an object".into())));
     }
     match id {
         Some(id) => Ok(Incoming::Request { id, method, params }),
@@ -123,10 +136,10 @@ pub fn call_tool_params(params: Option<&Value>) -> Result<CallToolParams, Protoc
         }
     }
     let mut params = params.cloned();
-    if let Some(Value::Object(p)) = params.as_mut() {
-        if p.get("arguments").is_some_and(Value::is_null) {
-            p.remove("arguments");
-        }
+    if let Some(Value::Object(p)) = params.as_mut()
+        && p.get("arguments").is_some_and(Value::is_null)
+    {
+        p.remove("arguments");
     }
     typed(params.as_ref(), "tools/call")
 }
@@ -157,11 +170,14 @@ mod tests {
 
     #[test]
     fn malformed_messages() {
-        assert_eq!(decode(b"{").unwrap_err().1.code(), -32700);
-        assert_eq!(decode(b"[]").unwrap_err().1.code(), -32600);
-        assert_eq!(decode(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().1.code(), -32600);
-        assert_eq!(decode(br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err().1.code(), -32600);
-        assert_eq!(decode(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[]}"#).unwrap_err().1.code(), -32600);
+        assert_eq!(decode(b"{").unwrap_err().error.code(), -32700);
+        assert_eq!(decode(b"[]").unwrap_err().error.code(), -32600);
+        assert_eq!(decode(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().error.code(), -32600);
+        assert_eq!(decode(br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).unwrap_err().error.code(), -32600);
+        assert_eq!(
+            decode(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[]}"#).unwrap_err().error.code(),
+            -32600
+        );
         assert!(matches!(decode(br#"{"jsonrpc":"2.0","method":"x"}"#).unwrap(), Incoming::Notification { .. }));
     }
 

@@ -267,8 +267,7 @@ impl TaskRecord {
     pub fn to_detailed(&self) -> DetailedTask {
         DetailedTask {
             task: self.to_task(),
-            input_requests: (self.status == TaskStatus::InputRequired)
-                .then(|| self.input_requests.clone()),
+            input_requests: (self.status == TaskStatus::InputRequired).then(|| self.input_requests.clone()),
             result: if self.status == TaskStatus::Completed { self.result.clone() } else { None },
             error: if self.status == TaskStatus::Failed { self.error.clone() } else { None },
         }
@@ -300,14 +299,14 @@ mod tests {
     }
 
     fn requests(keys: &[&str]) -> InputRequests {
-        keys.iter()
-            .map(|k| ((*k).to_owned(), json!({"method": "elicitation/create", "params": {}})))
-            .collect()
+        keys.iter().map(|k| ((*k).to_owned(), json!({"method": "elicitation/create", "params": {}}))).collect()
     }
 
     #[test]
     fn terminal_states_never_change() {
-        for finish in [TaskEvent::Complete(json!({"content": []})), TaskEvent::Fail(RpcError::internal("x")), TaskEvent::Cancel] {
+        for finish in
+            [TaskEvent::Complete(json!({"content": []})), TaskEvent::Fail(RpcError::internal("x")), TaskEvent::Cancel]
+        {
             let mut task = record();
             task.apply(2000, finish).unwrap();
             let frozen = task.clone();

@@ -10,13 +10,7 @@ pub fn format_ms(unix_ms: u64) -> String {
     let nanos = i128::from(unix_ms) * 1_000_000;
     let dt = OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH);
     let (y, mo, d) = (dt.year(), u8::from(dt.month()), dt.day());
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        dt.hour(),
-        dt.minute(),
-        dt.second(),
-        dt.millisecond()
-    )
+    format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", dt.hour(), dt.minute(), dt.second(), dt.millisecond())
 }
 
 /// Parses an RFC 3339 timestamp into Unix milliseconds; `None` when it is not RFC 3339.

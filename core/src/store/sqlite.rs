@@ -307,10 +307,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write) -> Result<Written, Store
                 )
                 .map_err(backend)?;
             let deleted = stmt
-                .execute(params![
-                    i64::try_from(*before).unwrap_or(i64::MAX),
-                    i64::try_from(*limit).unwrap_or(i64::MAX)
-                ])
+                .execute(params![i64::try_from(*before).unwrap_or(i64::MAX), i64::try_from(*limit).unwrap_or(i64::MAX)])
                 .map_err(backend)?;
             Ok(Written::Purged(deleted))
         }
@@ -325,9 +322,7 @@ impl TaskStore for SqliteStore {
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let body: Option<Vec<u8>> = self.read(|conn| {
-            conn.prepare_cached("SELECT body FROM tasks WHERE id = ?1")?
-                .query_row([id], |row| row.get(0))
-                .optional()
+            conn.prepare_cached("SELECT body FROM tasks WHERE id = ?1")?.query_row([id], |row| row.get(0)).optional()
         })?;
         body.map(|body| decode(id, &body)).transpose()
     }

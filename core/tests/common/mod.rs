@@ -11,12 +11,12 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use axum::body::Body;
 use futures::StreamExt;
+use mcp_tasks::Engine;
 use mcp_tasks::clock::{ManualClock, SequentialIds};
 use mcp_tasks::engine::EngineConfig;
 use mcp_tasks::host::{Host, Prepared, RunContext, Tool, ToolCall, ToolHandler, text_result};
 use mcp_tasks::protocol::{EXTENSION_ID, PROTOCOL_VERSION, RpcError, TaskMode};
 use mcp_tasks::store::TaskStore;
-use mcp_tasks::Engine;
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -36,6 +36,9 @@ pub enum WorkStep {
     Fail(RpcError),
 }
 
+/// The answers one `request_input` returned.
+type InputBatch = Map<String, Value>;
+
 enum Queue {
     Early(Vec<WorkStep>),
     Running(mpsc::UnboundedSender<WorkStep>),
@@ -47,7 +50,7 @@ pub struct Scripts {
     /// A task's queue, or the steps sent before its work started (the work is spawned after the
     /// CreateTaskResult, so a script can get ahead of it).
     queues: Arc<Mutex<HashMap<String, Queue>>>,
-    answers: Arc<Mutex<HashMap<String, Vec<Map<String, Value>>>>>,
+    answers: Arc<Mutex<HashMap<String, Vec<InputBatch>>>>,
     answered: Arc<tokio::sync::Notify>,
 }
 
@@ -136,7 +139,8 @@ impl ToolHandler for AskName {
     }
 
     async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
-        let name = call.input_responses.as_ref().and_then(|r| r["user_name"]["content"]["name"].as_str().map(str::to_owned));
+        let name =
+            call.input_responses.as_ref().and_then(|r| r["user_name"]["content"]["name"].as_str().map(str::to_owned));
         let scripted = Scripted(self.0.clone());
         let mut result = scripted.run(call, ctx).await?;
         if let (Some(name), Some(text)) = (name, result.pointer_mut("/content/0/text")) {
@@ -306,8 +310,11 @@ pub async fn read_json(body: Body) -> Value {
 pub fn parse_sse(text: &str) -> Vec<Value> {
     text.split("\n\n")
         .filter_map(|event| {
-            let data: Vec<&str> =
-                event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
             (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"))
         })
         .collect()
@@ -386,7 +393,8 @@ impl Schemas {
     /// Asserts `value` is valid against `$defs/def` of the core (`ext = false`) or tasks schema.
     pub fn assert_valid(&self, ext: bool, def: &str, value: &Value) {
         let validator = self.validator(ext, def);
-        let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        let errors: Vec<String> =
+            validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "not a valid {def}: {errors:?}\n{value:#}");
     }
 
