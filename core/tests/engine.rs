@@ -355,3 +355,26 @@ async fn concurrent_creates_all_land() {
     assert_eq!(store.count().await.unwrap(), 1600);
     assert_eq!(engine.live_count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_reads_see_every_acknowledged_write() {
+    use mcp_tasks::protocol::{TaskEvent, TaskRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("t.db")).unwrap());
+    // Reads keep their snapshot between commits; each acknowledged write must still be visible to
+    // the very next read, from any reader.
+    for n in 0..300u64 {
+        let id = format!("task-{n}");
+        assert!(store.get(&id).await.unwrap().is_none());
+        let mut task = TaskRecord::new(id.clone(), "p".into(), "o".into(), "t".into(), n, None, None);
+        store.insert(&task).await.unwrap();
+        assert_eq!(store.get(&id).await.unwrap().unwrap().version, 1, "insert {n} visible");
+        let before = task.version;
+        task.apply(n + 1, TaskEvent::SetStatusMessage(format!("m{n}"))).unwrap();
+        store.update(&task, before).await.unwrap();
+        for _ in 0..4 {
+            assert_eq!(store.get(&id).await.unwrap().unwrap().version, 2, "update {n} visible to every reader");
+        }
+    }
+    assert_eq!(store.count().await.unwrap(), 300);
+}

@@ -8,10 +8,18 @@
 //!
 //! Terminal records are immutable in the database itself: a trigger aborts any UPDATE of a
 //! terminal row, whatever process issues it.
+//!
+//! Read snapshots are reused: a reader keeps its read transaction open for as long as no commit
+//! has happened since it began, because a WAL reader pays two `fcntl` lock round trips per
+//! transaction (a fifth of a cold read's time, and contended between threads). The writer bumps
+//! a commit generation after every commit and *before* answering the writers, so a read that
+//! starts after a write was acknowledged always sees it; and after each commit the writer ends
+//! idle readers' (now stale) snapshots so they do not hold back WAL checkpoints.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use async_trait::async_trait;
@@ -72,6 +80,41 @@ enum Written {
     Purged(usize),
 }
 
+/// A read connection and the commit generation its open read transaction (if any) saw.
+struct Reader {
+    conn: Connection,
+    snapshot: Option<u64>,
+}
+
+impl Reader {
+    /// Ends the open read transaction, if any.
+    fn end_snapshot(&mut self) {
+        if self.snapshot.take().is_some() {
+            // Ending a read-only transaction cannot fail in a way that leaves it open; if it did,
+            // the next BEGIN fails and the read reports the error.
+            let _ = self.conn.execute_batch("COMMIT");
+        }
+    }
+}
+
+/// The read connections and the commit generation they compare against.
+struct Readers {
+    slots: Vec<Mutex<Reader>>,
+    generation: AtomicU64,
+}
+
+impl Readers {
+    /// After a commit: bump the generation, then end every idle reader's stale snapshot.
+    fn committed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+        for slot in &self.slots {
+            if let Some(mut reader) = slot.try_lock() {
+                reader.end_snapshot();
+            }
+        }
+    }
+}
+
 struct Job {
     write: Write,
     reply: oneshot::Sender<Result<Written, StoreError>>,
@@ -83,7 +126,7 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Option<mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    readers: Vec<Mutex<Connection>>,
+    readers: Arc<Readers>,
     next_reader: AtomicUsize,
     lock: Mutex<Option<File>>,
 }
@@ -155,13 +198,15 @@ impl SqliteStore {
             // Reads map the file instead of copying pages through read(2); the mapping is the
             // OS page cache, shared and reclaimable, not memory of this process's own.
             conn.pragma_update(None, "mmap_size", 1_i64 << 30).map_err(backend)?;
-            readers.push(Mutex::new(conn));
+            readers.push(Mutex::new(Reader { conn, snapshot: None }));
         }
 
+        let readers = Arc::new(Readers { slots: readers, generation: AtomicU64::new(0) });
         let (tx, rx) = mpsc::channel::<Job>();
+        let thread_readers = Arc::clone(&readers);
         let thread = std::thread::Builder::new()
             .name("mcp-tasks-sqlite-writer".into())
-            .spawn(move || writer_loop(writer_conn, &rx))
+            .spawn(move || writer_loop(writer_conn, &rx, &thread_readers))
             .map_err(backend)?;
         Ok(Self {
             path,
@@ -189,15 +234,25 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        let slots = &self.readers.slots;
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         // Take the first free reader, else wait on the round-robin pick.
-        for offset in 0..self.readers.len() {
-            if let Some(conn) = self.readers[(start + offset) % self.readers.len()].try_lock() {
-                return f(&conn).map_err(backend);
-            }
+        let mut reader = (0..slots.len())
+            .find_map(|offset| slots[(start + offset) % slots.len()].try_lock())
+            .unwrap_or_else(|| slots[start % slots.len()].lock());
+        // Load the generation before the snapshot begins: the snapshot then holds at least every
+        // commit counted so far, so it may be reused while the generation stays the same.
+        let generation = self.readers.generation.load(Ordering::Acquire);
+        if reader.snapshot != Some(generation) {
+            reader.end_snapshot();
+            reader.conn.execute_batch("BEGIN").map_err(backend)?;
+            reader.snapshot = Some(generation);
         }
-        let conn = self.readers[start % self.readers.len()].lock();
-        f(&conn).map_err(backend)
+        let result = f(&reader.conn);
+        if result.is_err() {
+            reader.end_snapshot();
+        }
+        result.map_err(backend)
     }
 
     fn read_many(&self, sql: &str, bind: impl rusqlite::Params) -> Result<Vec<TaskRecord>, StoreError> {
@@ -215,6 +270,9 @@ impl SqliteStore {
         if let Some(thread) = self.writer_thread.lock().take() {
             let _ = thread.join();
         }
+        for slot in &self.readers.slots {
+            slot.lock().end_snapshot();
+        }
         self.lock.lock().take();
     }
 }
@@ -225,7 +283,7 @@ impl Drop for SqliteStore {
     }
 }
 
-fn writer_loop(mut conn: Connection, rx: &mpsc::Receiver<Job>) {
+fn writer_loop(mut conn: Connection, rx: &mpsc::Receiver<Job>, readers: &Readers) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     while let Ok(first) = rx.recv() {
         group.push(first);
@@ -236,6 +294,8 @@ fn writer_loop(mut conn: Connection, rx: &mpsc::Receiver<Job>) {
             }
         }
         let results = commit_group(&mut conn, &group);
+        // Before anyone learns of these writes: later reads must start a fresh snapshot.
+        readers.committed();
         for (job, result) in group.drain(..).zip(results) {
             let _ = job.reply.send(result);
         }
