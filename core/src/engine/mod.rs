@@ -367,8 +367,15 @@ impl Engine {
         }
         if !task.status.is_terminal() && task.is_expired(now) {
             // The sweeper may not have reached it yet; never show a task alive past its TTL.
-            self.change(id, TaskEvent::Expire).await.ok();
-            return Box::pin(self.read(principal, id)).await;
+            return match self.change(id, TaskEvent::Expire).await {
+                Ok(expired) => Ok(Arc::new(expired)),
+                // Finished concurrently: whatever it ended as is what the store holds now.
+                Err(EngineError::Transition(TransitionError::Terminal(_))) => {
+                    let stored = self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?;
+                    Ok(Arc::new(stored))
+                }
+                Err(e) => Err(e),
+            };
         }
         Ok(task)
     }
@@ -517,13 +524,14 @@ impl Engine {
         let mut report = SweepReport::default();
         loop {
             let batch = self.inner.store.expired_unfinished(now, 1024).await?;
-            let n = batch.len();
+            let (n, before) = (batch.len(), report.expired);
             for task in batch {
                 if self.change(&task.id, TaskEvent::Expire).await.is_ok() {
                     report.expired += 1;
                 }
             }
-            if n < 1024 {
+            // Stop on a short batch, or when a full one made no progress (the next sweep retries).
+            if n < 1024 || report.expired == before {
                 break;
             }
         }
