@@ -5,6 +5,7 @@
 //! Unix milliseconds and ids as strings. A test (`core/tests/sans_io.rs`) fails if a runtime or
 //! clock call appears here.
 
+pub mod client;
 pub mod error;
 pub mod headers;
 pub mod negotiation;

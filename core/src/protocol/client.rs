@@ -1,0 +1,620 @@
+//! The client side, sans-IO: classifying a `tools/call` result, and [`TaskDriver`], the state
+//! machine that follows one task to its outcome.
+//!
+//! The driver is shaped like quinn-proto's `Connection`: `handle_*` methods take inputs (a
+//! `tasks/get` result, a `notifications/tasks`, an error, the application's answers or cancel,
+//! a timer firing) and only change state; `poll_outgoing` yields the requests to send,
+//! `poll_event` what the application should hear, and `poll_timeout` when to call
+//! `handle_timeout` next. Drain `poll_outgoing`, then `poll_event`, then `poll_timeout` after
+//! every input. Time is Unix milliseconds passed in and must not go backwards.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::{ErrorKind, RpcError};
+use super::time::parse_ms;
+use super::types::{CreateTaskResult, DetailedTask, InputRequiredResult, InputResponses, Task, TaskStatus};
+
+/// What a `tools/call` answered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallResult {
+    /// A final `CallToolResult` (also for results without `resultType`, from older servers).
+    Complete(Value),
+    /// An MRTR round: answer `inputRequests` and retry the call.
+    InputRequired(InputRequiredResult),
+    /// A task was created.
+    Task(Task),
+}
+
+/// Why a result is invalid for the request it answers.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidResult {
+    /// `resultType: "task"` answered a request other than `tools/call`, or a client that did not
+    /// declare the extension (SEP-2663: such a response is invalid).
+    #[error("resultType \"task\" is not valid for this request")]
+    UnexpectedTask,
+    /// A `resultType` the client does not know.
+    #[error("unrecognised resultType {0:?}")]
+    UnknownResultType(String),
+    /// A `CreateTaskResult` or task missing required fields or carrying wrong types.
+    #[error("malformed task: {0}")]
+    MalformedTask(String),
+}
+
+/// Classifies the result of `method`. `declared_tasks` says whether the request declared the
+/// extension; only then may a `tools/call` answer with a task.
+pub fn classify(method: &str, result: Value, declared_tasks: bool) -> Result<CallResult, InvalidResult> {
+    let result_type = result.get("resultType").and_then(Value::as_str).unwrap_or("complete").to_owned();
+    match result_type.as_str() {
+        "complete" => Ok(CallResult::Complete(result)),
+        "input_required" if method == "tools/call" => serde_json::from_value(result)
+            .map(CallResult::InputRequired)
+            .map_err(|e| InvalidResult::MalformedTask(e.to_string())),
+        "task" if method == "tools/call" && declared_tasks => {
+            check_task_fields(&result)?;
+            let created: CreateTaskResult =
+                serde_json::from_value(result).map_err(|e| InvalidResult::MalformedTask(e.to_string()))?;
+            Ok(CallResult::Task(created.task))
+        }
+        "task" => Err(InvalidResult::UnexpectedTask),
+        other => Err(InvalidResult::UnknownResultType(other.to_owned())),
+    }
+}
+
+/// Decodes a `DetailedTask` from a `tasks/get` result or `notifications/tasks` params.
+pub fn parse_detailed(value: Value) -> Result<DetailedTask, InvalidResult> {
+    check_task_fields(&value)?;
+    let task: DetailedTask = serde_json::from_value(value).map_err(|e| InvalidResult::MalformedTask(e.to_string()))?;
+    let missing = match task.task.status {
+        TaskStatus::InputRequired if task.input_requests.is_none() => Some("inputRequests"),
+        TaskStatus::Completed if task.result.is_none() => Some("result"),
+        TaskStatus::Failed if task.error.is_none() => Some("error"),
+        _ => None,
+    };
+    match missing {
+        Some(field) => Err(InvalidResult::MalformedTask(format!("{} task without {field}", task.task.status.as_str()))),
+        None => Ok(task),
+    }
+}
+
+fn check_task_fields(value: &Value) -> Result<(), InvalidResult> {
+    // `ttlMs` is required but may be null, which serde alone cannot tell from absent.
+    for field in ["taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs"] {
+        if value.get(field).is_none() {
+            return Err(InvalidResult::MalformedTask(format!("missing {field}")));
+        }
+    }
+    Ok(())
+}
+
+/// How the driver paces itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverConfig {
+    /// Poll interval when the server suggests none.
+    pub default_poll_ms: u64,
+    /// The shortest interval the driver polls at, whatever the server suggests.
+    pub min_poll_ms: u64,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self { default_poll_ms: 1_000, min_poll_ms: 100 }
+    }
+}
+
+/// What to do after sending `tasks/cancel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelMode {
+    /// Stop once the cancel is acknowledged; the outcome is [`Outcome::Cancelled`].
+    Stop,
+    /// Keep observing until the task is terminal (it may still complete or fail).
+    Observe,
+}
+
+/// How a task ended, as far as the client is concerned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The task completed; `result` is the tool's `CallToolResult` (maybe `isError: true`).
+    Completed {
+        /// The result.
+        result: Value,
+    },
+    /// The task failed with a JSON-RPC error.
+    Failed {
+        /// The error.
+        error: RpcError,
+    },
+    /// The task was cancelled (seen `cancelled`, or the cancel was acknowledged in stop mode).
+    Cancelled,
+    /// The server no longer knows the task (-32602 on `tasks/get`): purged or never there.
+    Gone,
+    /// `createdAt + ttlMs` passed before a terminal state was seen.
+    Expired,
+}
+
+/// A request the driver wants sent.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outgoing {
+    /// `tasks/get`.
+    Get {
+        /// The task.
+        task_id: String,
+    },
+    /// `tasks/update` with answers.
+    Update {
+        /// The task.
+        task_id: String,
+        /// The answers.
+        input_responses: InputResponses,
+    },
+    /// `tasks/cancel`.
+    Cancel {
+        /// The task.
+        task_id: String,
+    },
+}
+
+impl Outgoing {
+    /// The JSON-RPC method.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Self::Get { .. } => "tasks/get",
+            Self::Update { .. } => "tasks/update",
+            Self::Cancel { .. } => "tasks/cancel",
+        }
+    }
+
+    /// The params (without `_meta`; the transport adds the envelope).
+    pub fn params(&self) -> Value {
+        match self {
+            Self::Get { task_id } | Self::Cancel { task_id } => serde_json::json!({ "taskId": task_id }),
+            Self::Update { task_id, input_responses } => {
+                serde_json::json!({ "taskId": task_id, "inputResponses": input_responses })
+            }
+        }
+    }
+}
+
+/// What the application hears.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DriverEvent {
+    /// The task changed (a newer state from a poll or a notification).
+    Status(Box<DetailedTask>),
+    /// A new input request; each key is surfaced exactly once over the task's life.
+    InputRequested {
+        /// The key to answer with [`TaskDriver::answer`].
+        key: String,
+        /// The request (`{method, params}`).
+        request: Value,
+    },
+    /// The outcome; nothing follows it.
+    Finished(Outcome),
+}
+
+/// Why the application's call to the driver was refused.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    /// The key was never requested by the server.
+    #[error("input key {0:?} was not requested")]
+    UnknownKey(String),
+    /// The key was answered already.
+    #[error("input key {0:?} was already answered")]
+    AlreadyAnswered(String),
+    /// The task has an outcome; nothing more can be sent.
+    #[error("the task has finished")]
+    Finished,
+}
+
+/// What survives a client restart: enough to re-attach to the task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriverState {
+    /// The task.
+    pub task_id: String,
+    /// The latest state seen.
+    pub last: DetailedTask,
+    /// Input keys already surfaced to the application.
+    pub seen_keys: BTreeSet<String>,
+    /// Input keys already answered.
+    pub answered_keys: BTreeSet<String>,
+    /// A cancel that was requested, if any.
+    pub cancel: Option<CancelMode>,
+}
+
+/// Follows one task to its outcome. See the module docs for the drain order.
+#[derive(Debug)]
+pub struct TaskDriver {
+    config: DriverConfig,
+    state: DriverState,
+    updated_ms: u64,
+    expires_ms: Option<u64>,
+    next_poll_ms: u64,
+    get_in_flight: bool,
+    pending_answers: InputResponses,
+    outcome: Option<Outcome>,
+    events: VecDeque<DriverEvent>,
+    outgoing: VecDeque<Outgoing>,
+}
+
+impl TaskDriver {
+    /// Starts following a task just created at `now_ms`; the first poll is due one interval later.
+    pub fn new(created: Task, now_ms: u64, config: DriverConfig) -> Self {
+        let last = DetailedTask { task: created, input_requests: None, result: None, error: None };
+        let state = DriverState {
+            task_id: last.task.task_id.clone(),
+            last,
+            seen_keys: BTreeSet::new(),
+            answered_keys: BTreeSet::new(),
+            cancel: None,
+        };
+        let mut driver = Self::resume(state, now_ms, config);
+        driver.next_poll_ms = now_ms.saturating_add(driver.interval());
+        driver
+    }
+
+    /// Re-attaches to a task from a saved [`DriverState`]; the first poll is due at once, and a
+    /// cancel that was requested but maybe not sent is sent again.
+    pub fn resume(state: DriverState, now_ms: u64, config: DriverConfig) -> Self {
+        let updated_ms = parse_ms(&state.last.task.last_updated_at).unwrap_or(0);
+        let expires_ms = parse_ms(&state.last.task.created_at)
+            .and_then(|created| state.last.task.ttl_ms.map(|ttl| created.saturating_add(ttl)));
+        let mut driver = Self {
+            config,
+            updated_ms,
+            expires_ms,
+            next_poll_ms: now_ms,
+            get_in_flight: false,
+            pending_answers: InputResponses::new(),
+            outcome: None,
+            events: VecDeque::new(),
+            outgoing: VecDeque::new(),
+            state,
+        };
+        if driver.state.last.task.status.is_terminal() {
+            let last = driver.state.last.clone();
+            driver.finish_from(&last);
+        } else if driver.state.cancel.is_some() {
+            driver.outgoing.push_back(Outgoing::Cancel { task_id: driver.state.task_id.clone() });
+        }
+        driver
+    }
+
+    /// The task id.
+    pub fn task_id(&self) -> &str {
+        &self.state.task_id
+    }
+
+    /// The latest state seen.
+    pub fn latest(&self) -> &DetailedTask {
+        &self.state.last
+    }
+
+    /// What to persist to resume after a restart.
+    pub fn state(&self) -> &DriverState {
+        &self.state
+    }
+
+    /// The outcome, once known.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    fn interval(&self) -> u64 {
+        self.state.last.task.poll_interval_ms.unwrap_or(self.config.default_poll_ms).max(self.config.min_poll_ms)
+    }
+
+    /// A `tasks/get` result arrived (a `GetTaskResult`, already decoded).
+    pub fn handle_get(&mut self, now_ms: u64, task: DetailedTask) {
+        self.get_in_flight = false;
+        self.apply(task);
+        self.next_poll_ms = now_ms.saturating_add(self.interval());
+    }
+
+    /// A `notifications/tasks` for this task arrived; it makes the pending poll unnecessary.
+    pub fn handle_notification(&mut self, now_ms: u64, task: DetailedTask) {
+        if task.task.task_id != self.state.task_id {
+            return;
+        }
+        self.apply(task);
+        if !self.get_in_flight {
+            self.next_poll_ms = now_ms.saturating_add(self.interval());
+        }
+    }
+
+    /// A `tasks/get` failed. -32602 means the server no longer knows the task; anything else is
+    /// retried at the next interval.
+    pub fn handle_get_error(&mut self, now_ms: u64, error: &RpcError) {
+        self.get_in_flight = false;
+        if error.code == ErrorKind::TaskNotFound.code() {
+            self.finish(Outcome::Gone);
+        } else {
+            self.next_poll_ms = now_ms.saturating_add(self.interval());
+        }
+    }
+
+    /// A `tasks/update` or `tasks/cancel` was answered (`Ok` for the ack).
+    pub fn handle_ack(&mut self, now_ms: u64, method: &str, result: Result<(), &RpcError>) {
+        match result {
+            Err(error) if error.code == ErrorKind::TaskNotFound.code() => self.finish(Outcome::Gone),
+            _ if method == "tasks/cancel" && self.state.cancel == Some(CancelMode::Stop) => {
+                self.finish(Outcome::Cancelled);
+            }
+            // The ack is eventually consistent: look again soon.
+            _ => self.next_poll_ms = self.next_poll_ms.min(now_ms.saturating_add(self.config.min_poll_ms)),
+        }
+    }
+
+    /// Answers one input request; answers given before the next `poll_outgoing` go out in one
+    /// `tasks/update`, later ones in another.
+    pub fn answer(&mut self, key: &str, response: Value) -> Result<(), DriverError> {
+        if self.outcome.is_some() {
+            return Err(DriverError::Finished);
+        }
+        if !self.state.seen_keys.contains(key) {
+            return Err(DriverError::UnknownKey(key.to_owned()));
+        }
+        if !self.state.answered_keys.insert(key.to_owned()) {
+            return Err(DriverError::AlreadyAnswered(key.to_owned()));
+        }
+        self.pending_answers.insert(key.to_owned(), response);
+        Ok(())
+    }
+
+    /// Asks the server to cancel (with `tasks/cancel`, never `notifications/cancelled`).
+    pub fn cancel(&mut self, mode: CancelMode) -> Result<(), DriverError> {
+        if self.outcome.is_some() {
+            return Err(DriverError::Finished);
+        }
+        if self.state.cancel.is_none() {
+            self.state.cancel = Some(mode);
+            self.outgoing.push_back(Outgoing::Cancel { task_id: self.state.task_id.clone() });
+        }
+        Ok(())
+    }
+
+    /// The timer fired: queue a poll if one is due, or give up on an expired task.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        if self.outcome.is_some() {
+            return;
+        }
+        if self.expires_ms.is_some_and(|at| now_ms >= at) {
+            self.finish(Outcome::Expired);
+            return;
+        }
+        if now_ms >= self.next_poll_ms && !self.get_in_flight {
+            self.get_in_flight = true;
+            self.outgoing.push_back(Outgoing::Get { task_id: self.state.task_id.clone() });
+        }
+    }
+
+    /// When to call [`TaskDriver::handle_timeout`] next; `None` once finished.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.outcome.is_some() {
+            return None;
+        }
+        let poll = if self.get_in_flight { u64::MAX } else { self.next_poll_ms };
+        Some(self.expires_ms.map_or(poll, |at| poll.min(at)))
+    }
+
+    /// The next request to send. Call again after [`TaskDriver::answer`] and every `handle_*`.
+    #[must_use]
+    pub fn poll_outgoing(&mut self) -> Option<Outgoing> {
+        if !self.pending_answers.is_empty() && self.outcome.is_none() {
+            let input_responses = std::mem::take(&mut self.pending_answers);
+            self.outgoing.push_front(Outgoing::Update { task_id: self.state.task_id.clone(), input_responses });
+        }
+        self.outgoing.pop_front()
+    }
+
+    /// The next event for the application.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<DriverEvent> {
+        self.events.pop_front()
+    }
+
+    fn apply(&mut self, task: DetailedTask) {
+        if self.outcome.is_some() || self.state.last.task.status.is_terminal() {
+            return;
+        }
+        let updated = parse_ms(&task.task.last_updated_at).unwrap_or(0);
+        // Apply whichever of a poll and a notification is newer; equal timestamps apply only if
+        // something visible differs (the server's clock has millisecond resolution).
+        if updated < self.updated_ms || (updated == self.updated_ms && task == self.state.last) {
+            return;
+        }
+        self.updated_ms = updated;
+        if let Some(ttl) = task.task.ttl_ms {
+            self.expires_ms = parse_ms(&task.task.created_at).map(|c| c.saturating_add(ttl));
+        } else {
+            self.expires_ms = None;
+        }
+        self.state.last = task.clone();
+        self.events.push_back(DriverEvent::Status(Box::new(task.clone())));
+        if let Some(requests) = &task.input_requests {
+            for (key, request) in requests {
+                if !self.state.answered_keys.contains(key) && self.state.seen_keys.insert(key.clone()) {
+                    self.events.push_back(DriverEvent::InputRequested { key: key.clone(), request: request.clone() });
+                }
+            }
+        }
+        if task.task.status.is_terminal() {
+            self.finish_from(&task);
+        }
+    }
+
+    fn finish_from(&mut self, task: &DetailedTask) {
+        let outcome = match task.task.status {
+            TaskStatus::Completed => Outcome::Completed { result: task.result.clone().unwrap_or(Value::Null) },
+            TaskStatus::Failed => Outcome::Failed {
+                error: task.error.clone().unwrap_or_else(|| RpcError::internal("failed without an error")),
+            },
+            _ => Outcome::Cancelled,
+        };
+        self.finish(outcome);
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        if self.outcome.is_none() {
+            // Nothing more is worth sending once the outcome is known.
+            self.outgoing.clear();
+            self.pending_answers.clear();
+            self.events.push_back(DriverEvent::Finished(outcome.clone()));
+            self.outcome = Some(outcome);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T0: u64 = 1_788_264_000_000;
+
+    fn task(status: &str, updated_ms: u64, extra: Value) -> DetailedTask {
+        let mut value = json!({
+            "taskId": "t", "status": status, "createdAt": "2026-09-01T12:00:00.000Z",
+            "lastUpdatedAt": super::super::time::format_ms(updated_ms), "ttlMs": 60_000, "pollIntervalMs": 500,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            value[k] = v.clone();
+        }
+        parse_detailed(value).unwrap()
+    }
+
+    fn driver() -> TaskDriver {
+        TaskDriver::new(task("working", T0, json!({})).task, T0, DriverConfig::default())
+    }
+
+    fn events(d: &mut TaskDriver) -> Vec<DriverEvent> {
+        std::iter::from_fn(|| d.poll_event()).collect()
+    }
+
+    #[test]
+    fn classification() {
+        let created = json!({"resultType": "task", "taskId": "t", "status": "working",
+            "createdAt": "2026-09-01T12:00:00Z", "lastUpdatedAt": "2026-09-01T12:00:00Z", "ttlMs": null});
+        assert!(matches!(classify("tools/call", created.clone(), true), Ok(CallResult::Task(_))));
+        assert_eq!(classify("tools/call", created.clone(), false), Err(InvalidResult::UnexpectedTask));
+        assert_eq!(classify("prompts/get", created, true), Err(InvalidResult::UnexpectedTask));
+        let no_ttl = json!({"resultType": "task", "taskId": "t", "status": "working",
+            "createdAt": "x", "lastUpdatedAt": "x"});
+        assert!(matches!(classify("tools/call", no_ttl, true), Err(InvalidResult::MalformedTask(_))));
+        assert!(matches!(classify("tools/call", json!({"content": []}), true), Ok(CallResult::Complete(_))));
+        assert!(matches!(
+            classify("tools/call", json!({"resultType": "zzz"}), true),
+            Err(InvalidResult::UnknownResultType(_))
+        ));
+        assert!(
+            parse_detailed(json!({"taskId": "t", "status": "completed", "createdAt": "x",
+            "lastUpdatedAt": "x", "ttlMs": null}))
+            .is_err(),
+            "completed needs result"
+        );
+    }
+
+    #[test]
+    fn polls_at_the_server_interval_with_a_floor() {
+        let mut d = driver();
+        assert_eq!(d.poll_timeout(), Some(T0 + 500));
+        d.handle_timeout(T0 + 499);
+        assert_eq!(d.poll_outgoing(), None);
+        d.handle_timeout(T0 + 500);
+        assert_eq!(d.poll_outgoing().unwrap().method(), "tasks/get");
+        d.handle_timeout(T0 + 600);
+        assert_eq!(d.poll_outgoing(), None, "one get in flight at a time");
+        d.handle_get(T0 + 600, task("working", T0 + 550, json!({"pollIntervalMs": 5})));
+        assert_eq!(d.poll_timeout(), Some(T0 + 700), "floor of 100 ms");
+    }
+
+    #[test]
+    fn newer_state_wins_and_notifications_postpone_the_poll() {
+        let mut d = driver();
+        d.handle_notification(T0 + 300, task("working", T0 + 250, json!({"statusMessage": "b"})));
+        assert_eq!(d.poll_timeout(), Some(T0 + 800));
+        d.handle_get(T0 + 900, task("working", T0 + 100, json!({"statusMessage": "a"})));
+        assert_eq!(d.latest().task.status_message.as_deref(), Some("b"), "an older poll result is ignored");
+        assert_eq!(events(&mut d).len(), 1);
+    }
+
+    #[test]
+    fn input_keys_surface_once_and_answers_batch_per_update() {
+        let mut d = driver();
+        let reqs = json!({"inputRequests": {"a": {"method": "roots/list"}, "b": {"method": "roots/list"}}});
+        d.handle_get(T0 + 500, task("input_required", T0 + 400, reqs.clone()));
+        let asked: Vec<_> = events(&mut d)
+            .into_iter()
+            .filter_map(|e| match e {
+                DriverEvent::InputRequested { key, .. } => Some(key),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(asked, vec!["a", "b"]);
+        d.handle_get(T0 + 1000, task("input_required", T0 + 400, reqs.clone()));
+        assert!(events(&mut d).is_empty(), "same state, nothing new");
+        d.answer("a", json!({"roots": []})).unwrap();
+        assert_eq!(d.answer("a", json!({})), Err(DriverError::AlreadyAnswered("a".into())));
+        assert_eq!(d.answer("zzz", json!({})), Err(DriverError::UnknownKey("zzz".into())));
+        match d.poll_outgoing().unwrap() {
+            Outgoing::Update { input_responses, .. } => assert_eq!(input_responses.len(), 1),
+            other => panic!("{other:?}"),
+        }
+        d.handle_ack(T0 + 1010, "tasks/update", Ok(()));
+        d.handle_get(
+            T0 + 1200,
+            task("input_required", T0 + 1100, json!({"inputRequests": {"b": {"method": "roots/list"}}})),
+        );
+        assert!(!events(&mut d).iter().any(|e| matches!(e, DriverEvent::InputRequested { .. })));
+        d.answer("b", json!({"roots": []})).unwrap();
+        assert!(matches!(d.poll_outgoing(), Some(Outgoing::Update { .. })));
+    }
+
+    #[test]
+    fn outcomes() {
+        let mut d = driver();
+        d.handle_get(T0 + 500, task("completed", T0 + 450, json!({"result": {"content": []}})));
+        assert!(matches!(events(&mut d).last(), Some(DriverEvent::Finished(Outcome::Completed { .. }))));
+        assert_eq!(d.poll_timeout(), None);
+
+        let mut d = driver();
+        d.handle_get_error(T0 + 500, &RpcError::new(-32602, "gone"));
+        assert_eq!(d.outcome(), Some(&Outcome::Gone));
+
+        let mut d = driver();
+        d.handle_get_error(T0 + 500, &RpcError::internal("flaky"));
+        assert_eq!(d.outcome(), None, "other errors are retried");
+        d.handle_timeout(T0 + 60_000);
+        assert_eq!(d.outcome(), Some(&Outcome::Expired));
+
+        let mut d = driver();
+        d.cancel(CancelMode::Stop).unwrap();
+        assert_eq!(d.poll_outgoing().unwrap().method(), "tasks/cancel");
+        d.handle_ack(T0 + 10, "tasks/cancel", Ok(()));
+        assert_eq!(d.outcome(), Some(&Outcome::Cancelled));
+
+        let mut d = driver();
+        d.cancel(CancelMode::Observe).unwrap();
+        let _ = d.poll_outgoing();
+        d.handle_ack(T0 + 10, "tasks/cancel", Ok(()));
+        assert_eq!(d.outcome(), None, "observe mode keeps following");
+        d.handle_get(T0 + 200, task("completed", T0 + 150, json!({"result": {"content": []}})));
+        assert!(matches!(d.outcome(), Some(Outcome::Completed { .. })), "the work finished first");
+    }
+
+    #[test]
+    fn resume_polls_at_once_and_resends_a_cancel() {
+        let mut d = driver();
+        d.cancel(CancelMode::Observe).unwrap();
+        let saved = d.state().clone();
+        let mut resumed = TaskDriver::resume(saved, T0 + 5_000, DriverConfig::default());
+        assert_eq!(resumed.poll_outgoing().unwrap().method(), "tasks/cancel");
+        resumed.handle_timeout(T0 + 5_000);
+        assert_eq!(resumed.poll_outgoing().unwrap().method(), "tasks/get");
+    }
+}
