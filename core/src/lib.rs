@@ -15,8 +15,12 @@
 //!   ([`engine::TaskContext`]), `tasks/*`, subscriptions, TTL sweeping, crash recovery.
 //! - [`host`] (feature `http`): a stateless Streamable HTTP endpoint on axum that serves tools
 //!   through the engine; what a program without an MCP SDK embeds.
+//! - [`client`] (feature `client`): the task client — calls tools, follows tasks by polling and
+//!   notifications, answers input, cancels, persists task references and resumes after restart.
 //! - [`clock`]: where time and ids come from.
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod clock;
 pub mod engine;
 #[cfg(feature = "http")]

@@ -1,0 +1,524 @@
+//! The task client (tokio): calls tools on a tasks server and follows the tasks they create to
+//! their outcome — polling at the server's pace, switching to `subscriptions/listen`
+//! notifications when the server offers them, answering input requests, cancelling, persisting
+//! task references and re-attaching to them after a restart.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), mcp_tasks::client::ClientError> {
+//! use mcp_tasks::client::{Client, Execution};
+//! let client = Client::http("http://127.0.0.1:8080/mcp").build()?;
+//! match client.call_tool("build_report", serde_json::json!({"quarter": "Q3"})).await? {
+//!     Execution::Immediate(result) => println!("{result}"),
+//!     Execution::Task(task) => println!("{:?}", task.result().await?),
+//! }
+//! # Ok(()) }
+//! ```
+
+mod store;
+mod transport;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, watch};
+
+#[cfg(feature = "sqlite")]
+pub use store::SqliteClientStore;
+pub use store::{ClientStore, MemoryClientStore, TaskReference};
+pub use transport::{HttpTransport, ListenStream, Transport, envelope, header_value};
+
+use crate::clock::{Clock, SystemClock};
+use crate::protocol::client::{
+    CallResult, CancelMode, DriverConfig, DriverError, DriverEvent, InvalidResult, Outcome, Outgoing, TaskDriver,
+    classify, parse_detailed,
+};
+use crate::protocol::{DetailedTask, ErrorKind, RpcError};
+
+/// Why a client call failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with a JSON-RPC error.
+    #[error("server error: {0}")]
+    Rpc(RpcError),
+    /// The server answered HTTP without a JSON-RPC body.
+    #[error("HTTP {status}: {body}")]
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The request could not be sent or the response not read.
+    #[error("transport failed: {0}")]
+    Transport(String),
+    /// The server's result is invalid for the request (e.g. a task where none may be).
+    #[error(transparent)]
+    InvalidResult(#[from] InvalidResult),
+    /// The application asked something the task's state forbids.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The reference store failed.
+    #[error("task reference store failed: {0}")]
+    Store(String),
+    /// The server asked for input and no input handler is set.
+    #[error("the server asked for input ({0}) and no input handler is set")]
+    NoInputHandler(String),
+    /// The execution was detached or its driver stopped.
+    #[error("the task is no longer driven by this client")]
+    Detached,
+}
+
+impl ClientError {
+    /// The JSON-RPC code: the server's for [`ClientError::Rpc`], -32602 for misuse, else -32603.
+    pub fn code(&self) -> i64 {
+        match self {
+            Self::Rpc(e) => e.code,
+            Self::Driver(_) => ErrorKind::InvalidParams.code(),
+            _ => ErrorKind::Internal.code(),
+        }
+    }
+}
+
+/// Answers the server's input requests (`elicitation/create`, `sampling/createMessage`,
+/// `roots/list`), both MRTR rounds on `tools/call` and a task's `inputRequests`.
+#[async_trait]
+pub trait InputHandler: Send + Sync + 'static {
+    /// The response to `request` (e.g. an `ElicitResult`), or `None` to leave it unanswered (a
+    /// task's request can then be answered with [`TaskExecution::answer`]). `task_id` is `None`
+    /// for an MRTR round before any task exists.
+    async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value>;
+}
+
+/// An [`InputHandler`] from an async closure.
+pub fn input_fn<F, Fut>(f: F) -> impl InputHandler
+where
+    F: Fn(Option<String>, String, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<Value>> + Send + 'static,
+{
+    struct FnInput<F>(F);
+
+    #[async_trait]
+    impl<F, Fut> InputHandler for FnInput<F>
+    where
+        F: Fn(Option<String>, String, Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Option<Value>> + Send + 'static,
+    {
+        async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
+            (self.0)(task_id.map(str::to_owned), key.to_owned(), request.clone()).await
+        }
+    }
+
+    FnInput(f)
+}
+
+/// Client settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientConfig {
+    /// Polling pace (default and floor).
+    pub driver: DriverConfig,
+    /// Open a `subscriptions/listen` stream per task when the server offers one.
+    pub notifications: bool,
+    /// The most MRTR rounds one `tools/call` may take.
+    pub max_input_rounds: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self { driver: DriverConfig::default(), notifications: true, max_input_rounds: 8 }
+    }
+}
+
+struct Inner {
+    transport: Arc<dyn Transport>,
+    store: Arc<dyn ClientStore>,
+    clock: Arc<dyn Clock>,
+    input: Option<Arc<dyn InputHandler>>,
+    config: ClientConfig,
+}
+
+/// A tasks client for one server. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("endpoint", &self.inner.transport.endpoint()).finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Client`].
+pub struct ClientBuilder {
+    transport: Option<Arc<dyn Transport>>,
+    store: Option<Arc<dyn ClientStore>>,
+    clock: Arc<dyn Clock>,
+    input: Option<Arc<dyn InputHandler>>,
+    config: ClientConfig,
+    http: Option<HttpTransport>,
+}
+
+impl ClientBuilder {
+    /// Adds a header to every request (HTTP transport only), e.g. `Authorization`.
+    #[must_use]
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.http = self.http.map(|h| h.header(name, value));
+        self
+    }
+
+    /// Persists task references in `store` (default: in memory).
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn ClientStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Persists task references in a SQLite file.
+    #[cfg(feature = "sqlite")]
+    pub fn sqlite_store(self, path: impl AsRef<std::path::Path>) -> Result<Self, ClientError> {
+        Ok(self.store(Arc::new(SqliteClientStore::open(path)?)))
+    }
+
+    /// Answers input requests with `handler`.
+    #[must_use]
+    pub fn input_handler(mut self, handler: impl InputHandler) -> Self {
+        self.input = Some(Arc::new(handler));
+        self
+    }
+
+    /// Replaces the settings.
+    #[must_use]
+    pub fn config(mut self, config: ClientConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Uses `clock` instead of the system clock.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Builds the client.
+    pub fn build(self) -> Result<Client, ClientError> {
+        let transport = match (self.http, self.transport) {
+            (Some(http), _) => Arc::new(http) as Arc<dyn Transport>,
+            (None, Some(transport)) => transport,
+            (None, None) => return Err(ClientError::Transport("no transport configured".into())),
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                transport,
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryClientStore::new())),
+                clock: self.clock,
+                input: self.input,
+                config: self.config,
+            }),
+        })
+    }
+}
+
+/// What a `tools/call` turned into.
+#[derive(Debug)]
+pub enum Execution {
+    /// The server answered at once.
+    Immediate(Value),
+    /// The server created a task; follow it here.
+    Task(TaskExecution),
+}
+
+impl Execution {
+    /// The outcome: the immediate result as [`Outcome::Completed`], or the task's outcome.
+    pub async fn result(&self) -> Result<Outcome, ClientError> {
+        match self {
+            Self::Immediate(result) => Ok(Outcome::Completed { result: result.clone() }),
+            Self::Task(task) => task.result().await,
+        }
+    }
+}
+
+enum Command {
+    Answer(String, Value),
+    Cancel(CancelMode),
+    Detach,
+}
+
+/// A task being followed. Dropping it (or [`TaskExecution::detach`]) stops following; the task
+/// keeps running on the server and its reference stays persisted for [`Client::resume_all`].
+pub struct TaskExecution {
+    task_id: String,
+    inner: Arc<Inner>,
+    state: watch::Receiver<DetailedTask>,
+    outcome: watch::Receiver<Option<Outcome>>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl std::fmt::Debug for TaskExecution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskExecution").field("task_id", &self.task_id).finish_non_exhaustive()
+    }
+}
+
+impl TaskExecution {
+    /// The task id.
+    pub fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    /// The latest state seen.
+    pub fn latest(&self) -> DetailedTask {
+        self.state.borrow().clone()
+    }
+
+    /// The task's states: the latest first, then each newer one (intermediate states may be
+    /// coalesced if the consumer is slow). Ends when the task has an outcome.
+    pub fn updates(&self) -> impl futures::Stream<Item = DetailedTask> + Send + 'static {
+        tokio_stream::wrappers::WatchStream::new(self.state.clone())
+    }
+
+    /// Waits for the outcome and marks it delivered, so [`Client::resume_all`] does not hand it
+    /// out again.
+    pub async fn result(&self) -> Result<Outcome, ClientError> {
+        let mut outcome = self.outcome.clone();
+        let outcome = outcome.wait_for(Option::is_some).await.map_err(|_| ClientError::Detached)?.clone();
+        let outcome = outcome.ok_or(ClientError::Detached)?;
+        let endpoint = self.inner.transport.endpoint();
+        if let Some(mut reference) = self.inner.store.get(endpoint, &self.task_id).await?
+            && !reference.delivered
+        {
+            reference.delivered = true;
+            reference.outcome = Some(outcome.clone());
+            self.inner.store.save(&reference).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Sends `tasks/cancel`. In [`CancelMode::Stop`] the outcome becomes `Cancelled` once the
+    /// server acknowledges; in [`CancelMode::Observe`] the task is followed until terminal.
+    pub fn cancel(&self, mode: CancelMode) -> Result<(), ClientError> {
+        self.commands.send(Command::Cancel(mode)).map_err(|_| ClientError::Detached)
+    }
+
+    /// Answers input request `key` with `response` (one `tasks/update` per batch of answers).
+    pub fn answer(&self, key: &str, response: Value) -> Result<(), ClientError> {
+        self.commands.send(Command::Answer(key.to_owned(), response)).map_err(|_| ClientError::Detached)
+    }
+
+    /// Stops following; the task stays running and persisted.
+    pub fn detach(self) {
+        let _ = self.commands.send(Command::Detach);
+    }
+}
+
+impl Client {
+    /// A client for a Streamable HTTP endpoint.
+    pub fn http(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder { http: Some(HttpTransport::new(url)), ..Self::builder() }
+    }
+
+    /// A client over any [`Transport`].
+    pub fn with_transport(transport: Arc<dyn Transport>) -> ClientBuilder {
+        ClientBuilder { transport: Some(transport), ..Self::builder() }
+    }
+
+    fn builder() -> ClientBuilder {
+        ClientBuilder {
+            transport: None,
+            store: None,
+            clock: Arc::new(SystemClock),
+            input: None,
+            config: ClientConfig::default(),
+            http: None,
+        }
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.inner.transport
+    }
+
+    /// Calls a tool. MRTR rounds are answered with the input handler and retried; a task result
+    /// is persisted and followed in the background.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Execution, ClientError> {
+        let mut params = json!({ "name": name, "arguments": arguments });
+        for _ in 0..=self.inner.config.max_input_rounds {
+            let result = self.inner.transport.request("tools/call", params.clone()).await?;
+            match classify("tools/call", result, true)? {
+                CallResult::Complete(result) => return Ok(Execution::Immediate(result)),
+                CallResult::InputRequired(round) => {
+                    let requests = round.input_requests.unwrap_or_default();
+                    let mut answers = Map::new();
+                    for (key, request) in &requests {
+                        let handler =
+                            self.inner.input.as_ref().ok_or_else(|| ClientError::NoInputHandler(key.clone()))?;
+                        if let Some(answer) = handler.handle(None, key, request).await {
+                            answers.insert(key.clone(), answer);
+                        }
+                    }
+                    params["inputResponses"] = Value::Object(answers);
+                    match round.request_state {
+                        Some(state) => params["requestState"] = Value::String(state),
+                        None => {
+                            if let Some(p) = params.as_object_mut() {
+                                p.remove("requestState");
+                            }
+                        }
+                    }
+                }
+                CallResult::Task(task) => {
+                    let driver = TaskDriver::new(task, self.inner.clock.now_ms(), self.inner.config.driver);
+                    let reference = TaskReference {
+                        endpoint: self.inner.transport.endpoint().to_owned(),
+                        task_id: driver.task_id().to_owned(),
+                        tool: name.to_owned(),
+                        arguments: params["arguments"].clone(),
+                        state: driver.state().clone(),
+                        outcome: None,
+                        delivered: false,
+                    };
+                    self.inner.store.save(&reference).await?;
+                    return Ok(Execution::Task(self.follow(driver, reference)));
+                }
+            }
+        }
+        Err(ClientError::Rpc(RpcError::internal("too many input rounds")))
+    }
+
+    /// Re-attaches to every task of this endpoint whose outcome was not delivered yet (after a
+    /// restart). Tasks that finished meanwhile resolve at once.
+    pub async fn resume_all(&self) -> Result<Vec<TaskExecution>, ClientError> {
+        let endpoint = self.inner.transport.endpoint().to_owned();
+        let mut executions = Vec::new();
+        for reference in self.inner.store.pending(&endpoint).await? {
+            let driver =
+                TaskDriver::resume(reference.state.clone(), self.inner.clock.now_ms(), self.inner.config.driver);
+            executions.push(self.follow(driver, reference));
+        }
+        Ok(executions)
+    }
+
+    fn follow(&self, driver: TaskDriver, reference: TaskReference) -> TaskExecution {
+        let (state_tx, state) = watch::channel(driver.latest().clone());
+        let (outcome_tx, outcome) = watch::channel(reference.outcome.clone());
+        let (commands, rx) = mpsc::unbounded_channel();
+        let execution = TaskExecution {
+            task_id: reference.task_id.clone(),
+            inner: Arc::clone(&self.inner),
+            state,
+            outcome,
+            commands,
+        };
+        if reference.outcome.is_none() {
+            tokio::spawn(drive(Arc::clone(&self.inner), driver, reference, state_tx, outcome_tx, rx));
+        }
+        execution
+    }
+}
+
+/// Sends what the driver wants sent and feeds the answers back.
+async fn flush(inner: &Inner, driver: &mut TaskDriver) {
+    while let Some(out) = driver.poll_outgoing() {
+        let result = inner.transport.request(out.method(), out.params()).await;
+        let now = inner.clock.now_ms();
+        match (&out, result) {
+            (Outgoing::Get { .. }, Ok(mut value)) => {
+                if let Some(map) = value.as_object_mut() {
+                    map.remove("resultType");
+                    map.remove("_meta");
+                }
+                match parse_detailed(value) {
+                    Ok(task) => driver.handle_get(now, task),
+                    Err(e) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
+                }
+            }
+            (Outgoing::Get { .. }, Err(ClientError::Rpc(e))) => driver.handle_get_error(now, &e),
+            (Outgoing::Get { .. }, Err(e)) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
+            (out, Ok(_)) => driver.handle_ack(now, out.method(), Ok(())),
+            (out, Err(ClientError::Rpc(e))) => driver.handle_ack(now, out.method(), Err(&e)),
+            (out, Err(e)) => {
+                tracing::warn!(error = %e, method = out.method(), "task request failed");
+                driver.handle_ack(now, out.method(), Err(&RpcError::internal(e.to_string())));
+            }
+        }
+    }
+}
+
+async fn drive(
+    inner: Arc<Inner>,
+    mut driver: TaskDriver,
+    mut reference: TaskReference,
+    state_tx: watch::Sender<DetailedTask>,
+    outcome_tx: watch::Sender<Option<Outcome>>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut notifications = None;
+    // Ids the server did not accept (or no listen support at all) are simply polled.
+    if inner.config.notifications
+        && let Ok(Some(stream)) = inner.transport.listen(std::slice::from_ref(&reference.task_id)).await
+        && stream.accepted.contains(&reference.task_id)
+    {
+        notifications = Some(stream.updates);
+    }
+    loop {
+        driver.handle_timeout(inner.clock.now_ms());
+        flush(&inner, &mut driver).await;
+        let mut answered = false;
+        while let Some(event) = driver.poll_event() {
+            match event {
+                DriverEvent::Status(task) => {
+                    state_tx.send_replace(*task);
+                }
+                DriverEvent::InputRequested { key, request } => {
+                    if let Some(handler) = &inner.input
+                        && let Some(answer) = handler.handle(Some(driver.task_id()), &key, &request).await
+                    {
+                        answered |= driver.answer(&key, answer).is_ok();
+                    }
+                }
+                DriverEvent::Finished(outcome) => {
+                    reference.outcome = Some(outcome);
+                }
+            }
+        }
+        reference.state = driver.state().clone();
+        if let Err(e) = inner.store.save(&reference).await {
+            tracing::error!(error = %e, "could not persist a task reference");
+        }
+        if let Some(outcome) = &reference.outcome {
+            outcome_tx.send_replace(Some(outcome.clone()));
+            return;
+        }
+        if answered {
+            continue;
+        }
+        let wait = driver.poll_timeout().map_or(u64::MAX, |at| at.saturating_sub(inner.clock.now_ms()));
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))) => {}
+            update = async {
+                match notifications.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => match update {
+                Some(task) => driver.handle_notification(inner.clock.now_ms(), task),
+                None => notifications = None, // the stream ended: poll from now on
+            },
+            command = commands.recv() => match command {
+                Some(Command::Answer(key, response)) => {
+                    if let Err(e) = driver.answer(&key, response) {
+                        tracing::warn!(error = %e, "answer refused");
+                    }
+                }
+                Some(Command::Cancel(mode)) => {
+                    let _ = driver.cancel(mode);
+                    reference.state = driver.state().clone();
+                }
+                Some(Command::Detach) | None => return,
+            },
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Durable task references on the client: what a restarted client needs to re-attach to every
+//! unfinished task and deliver each outcome exactly once.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ClientError;
+use crate::protocol::client::{DriverState, Outcome};
+
+/// One task the client follows, as persisted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskReference {
+    /// The server endpoint.
+    pub endpoint: String,
+    /// The task id.
+    pub task_id: String,
+    /// The tool that was called.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// The driver's state: last seen task, surfaced and answered input keys, requested cancel.
+    pub state: DriverState,
+    /// The outcome, once known.
+    pub outcome: Option<Outcome>,
+    /// True once the outcome was handed to the application.
+    pub delivered: bool,
+}
+
+/// Where task references live.
+#[async_trait]
+pub trait ClientStore: Send + Sync + 'static {
+    /// Inserts or replaces a reference.
+    async fn save(&self, reference: &TaskReference) -> Result<(), ClientError>;
+    /// References of `endpoint` whose outcome was not yet delivered.
+    async fn pending(&self, endpoint: &str) -> Result<Vec<TaskReference>, ClientError>;
+    /// Reads one reference.
+    async fn get(&self, endpoint: &str, task_id: &str) -> Result<Option<TaskReference>, ClientError>;
+}
+
+/// References in memory (lost on restart).
+#[derive(Debug, Default)]
+pub struct MemoryClientStore {
+    refs: Mutex<BTreeMap<(String, String), TaskReference>>,
+}
+
+impl MemoryClientStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl ClientStore for MemoryClientStore {
+    async fn save(&self, reference: &TaskReference) -> Result<(), ClientError> {
+        self.refs.lock().insert((reference.endpoint.clone(), reference.task_id.clone()), reference.clone());
+        Ok(())
+    }
+
+    async fn pending(&self, endpoint: &str) -> Result<Vec<TaskReference>, ClientError> {
+        Ok(self.refs.lock().values().filter(|r| r.endpoint == endpoint && !r.delivered).cloned().collect())
+    }
+
+    async fn get(&self, endpoint: &str, task_id: &str) -> Result<Option<TaskReference>, ClientError> {
+        Ok(self.refs.lock().get(&(endpoint.to_owned(), task_id.to_owned())).cloned())
+    }
+}
+
+/// References in a SQLite file (the default for durable clients).
+#[cfg(feature = "sqlite")]
+pub struct SqliteClientStore {
+    conn: Mutex<rusqlite::Connection>,
+}
+
+#[cfg(feature = "sqlite")]
+impl std::fmt::Debug for SqliteClientStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteClientStore").finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "sqlite")]
+fn store_error(e: impl std::fmt::Display) -> ClientError {
+    ClientError::Store(e.to_string())
+}
+
+#[cfg(feature = "sqlite")]
+impl SqliteClientStore {
+    /// Opens (creating if needed) the references file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ClientError> {
+        let conn = rusqlite::Connection::open(path).map_err(store_error)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(store_error)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(store_error)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS task_refs (
+                endpoint TEXT NOT NULL, task_id TEXT NOT NULL, delivered INTEGER NOT NULL, body BLOB NOT NULL,
+                PRIMARY KEY (endpoint, task_id));
+             PRAGMA user_version = 1;",
+        )
+        .map_err(store_error)?;
+        Ok(Self { conn: Mutex::new(conn) })
+    }
+}
+
+#[cfg(feature = "sqlite")]
+#[async_trait]
+impl ClientStore for SqliteClientStore {
+    async fn save(&self, reference: &TaskReference) -> Result<(), ClientError> {
+        let body = serde_json::to_vec(reference).map_err(store_error)?;
+        self.conn
+            .lock()
+            .execute(
+                "INSERT INTO task_refs (endpoint, task_id, delivered, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (endpoint, task_id) DO UPDATE SET delivered = excluded.delivered, body = excluded.body",
+                rusqlite::params![reference.endpoint, reference.task_id, reference.delivered, body],
+            )
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn pending(&self, endpoint: &str) -> Result<Vec<TaskReference>, ClientError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT body FROM task_refs WHERE endpoint = ?1 AND delivered = 0")
+            .map_err(store_error)?;
+        let bodies: Vec<Vec<u8>> = stmt
+            .query_map([endpoint], |row| row.get(0))
+            .map_err(store_error)?
+            .collect::<Result<_, _>>()
+            .map_err(store_error)?;
+        bodies.iter().map(|b| serde_json::from_slice(b).map_err(store_error)).collect()
+    }
+
+    async fn get(&self, endpoint: &str, task_id: &str) -> Result<Option<TaskReference>, ClientError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT body FROM task_refs WHERE endpoint = ?1 AND task_id = ?2")
+            .map_err(store_error)?;
+        let body: Option<Vec<u8>> = rusqlite::OptionalExtension::optional(
+            stmt.query_row(rusqlite::params![endpoint, task_id], |row| row.get(0)),
+        )
+        .map_err(store_error)?;
+        body.map(|b| serde_json::from_slice(&b).map_err(store_error)).transpose()
+    }
+}

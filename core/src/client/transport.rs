@@ -1,0 +1,268 @@
+//! How the client reaches a server: the [`Transport`] trait ("send one JSON-RPC request", "open a
+//! listen stream"), so bindings can plug a host SDK in, and [`HttpTransport`], the built-in
+//! MCP 2026-07-28 Streamable HTTP client (reqwest with rustls; connections are reused).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::ClientError;
+use crate::protocol::client::parse_detailed;
+use crate::protocol::{
+    DetailedTask, EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
+    RpcError,
+};
+
+/// A live `subscriptions/listen` stream for task notifications.
+#[derive(Debug)]
+pub struct ListenStream {
+    /// The ids the server agreed to report on (poll the others).
+    pub accepted: Vec<String>,
+    /// Each `notifications/tasks` as it arrives; closed when the stream ends.
+    pub updates: mpsc::Receiver<DetailedTask>,
+}
+
+/// Sends requests to one MCP server.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Sends one request with the 2026-07-28 envelope. `Ok` is the `result`; a JSON-RPC error
+    /// is [`ClientError::Rpc`].
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError>;
+
+    /// Opens a listen stream for `task_ids`; `Ok(None)` when the server does not offer one.
+    async fn listen(&self, task_ids: &[String]) -> Result<Option<ListenStream>, ClientError>;
+
+    /// A stable name of the server endpoint, keying persisted task references.
+    fn endpoint(&self) -> &str;
+}
+
+/// Builds the per-request `_meta` envelope declaring the tasks extension plus `capabilities`.
+pub fn envelope(capabilities: &Value, client_info: &Value) -> Value {
+    let mut caps = if capabilities.is_object() { capabilities.clone() } else { json!({}) };
+    if !caps.get("extensions").is_some_and(Value::is_object) {
+        caps["extensions"] = json!({});
+    }
+    caps["extensions"][EXTENSION_ID] = json!({});
+    json!({
+        META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        META_CLIENT_CAPABILITIES: caps,
+        META_CLIENT_INFO: client_info,
+    })
+}
+
+/// Encodes a header value: plain if it is safe visible ASCII, else `=?base64?…?=` (a plain value
+/// that looks like that form is encoded too).
+pub fn header_value(value: &str) -> String {
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        value.to_owned()
+    } else {
+        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
+    }
+}
+
+/// The Streamable HTTP transport.
+#[derive(Clone, Debug)]
+pub struct HttpTransport {
+    http: reqwest::Client,
+    url: String,
+    headers: HashMap<String, String>,
+    capabilities: Value,
+    client_info: Value,
+    next_id: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl HttpTransport {
+    /// A transport for the endpoint at `url` (e.g. `http://127.0.0.1:8080/mcp`).
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.into(),
+            headers: HashMap::new(),
+            capabilities: json!({"elicitation": {}}),
+            client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
+            next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
+        }
+    }
+
+    /// Adds a header to every request (e.g. `Authorization`).
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// Sets the client capabilities declared besides the tasks extension (default
+    /// `{"elicitation": {}}`).
+    #[must_use]
+    pub fn capabilities(mut self, capabilities: Value) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// Sets the `clientInfo` sent with every request.
+    #[must_use]
+    pub fn client_info(mut self, name: &str, version: &str) -> Self {
+        self.client_info = json!({"name": name, "version": version});
+        self
+    }
+
+    fn post(&self, method: &str, params: Value) -> (u64, reqwest::RequestBuilder) {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut params = if params.is_object() { params } else { json!({}) };
+        params["_meta"] = envelope(&self.capabilities, &self.client_info);
+        let name_field = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+            _ => None,
+        };
+        let name = name_field.and_then(|f| params.get(f)).and_then(Value::as_str).map(header_value);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", PROTOCOL_VERSION)
+            .header("mcp-method", method)
+            .json(&body);
+        if let Some(name) = name {
+            request = request.header("mcp-name", name);
+        }
+        for (k, v) in &self.headers {
+            request = request.header(k, v);
+        }
+        (id, request)
+    }
+}
+
+/// Turns one JSON-RPC response message into the result or the error.
+fn into_result(message: Value) -> Result<Value, ClientError> {
+    if let Some(error) = message.get("error") {
+        let error: RpcError = serde_json::from_value(error.clone())
+            .map_err(|e| ClientError::Transport(format!("malformed JSON-RPC error: {e}")))?;
+        return Err(ClientError::Rpc(error));
+    }
+    message.get("result").cloned().ok_or_else(|| ClientError::Transport("response has neither result nor error".into()))
+}
+
+/// Reads SSE `data:` payloads from a byte stream, one JSON message per event.
+struct SseMessages<S> {
+    stream: S,
+    buffer: String,
+}
+
+impl<S, B, E> SseMessages<S>
+where
+    S: futures::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    async fn next(&mut self) -> Option<Result<Value, ClientError>> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if data.is_empty() {
+                    continue; // a comment or keep-alive
+                }
+                return Some(
+                    serde_json::from_str(&data.join("\n"))
+                        .map_err(|e| ClientError::Transport(format!("SSE data is not JSON: {e}"))),
+                );
+            }
+            match self.stream.next().await? {
+                Ok(chunk) => self.buffer.push_str(&String::from_utf8_lossy(chunk.as_ref()).replace("\r\n", "\n")),
+                Err(e) => return Some(Err(ClientError::Transport(e.to_string()))),
+            }
+        }
+    }
+}
+
+fn is_sse(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+#[async_trait]
+impl Transport for HttpTransport {
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let (id, request) = self.post(method, params);
+        let response = request.send().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let status = response.status().as_u16();
+        if is_sse(&response) {
+            let mut messages = SseMessages { stream: response.bytes_stream(), buffer: String::new() };
+            while let Some(message) = messages.next().await {
+                let message = message?;
+                if message.get("id") == Some(&json!(id)) {
+                    return into_result(message);
+                }
+            }
+            return Err(ClientError::Transport("SSE response ended without an answer".into()));
+        }
+        let text = response.text().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        match serde_json::from_str::<Value>(&text) {
+            Ok(message) if message.is_object() => into_result(message),
+            _ => Err(ClientError::Http { status, body: text.chars().take(500).collect() }),
+        }
+    }
+
+    async fn listen(&self, task_ids: &[String]) -> Result<Option<ListenStream>, ClientError> {
+        let (id, request) = self.post("subscriptions/listen", json!({"notifications": {"taskIds": task_ids}}));
+        let response = request.send().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        if !is_sse(&response) {
+            // An error (no listen support: -32601, or no tasks filter) means: poll instead.
+            return Ok(None);
+        }
+        let mut messages = SseMessages { stream: Box::pin(response.bytes_stream()), buffer: String::new() };
+        let accepted = loop {
+            match messages.next().await {
+                Some(Ok(message)) if message["method"] == "notifications/subscriptions/acknowledged" => {
+                    let ids = message["params"]["notifications"]["taskIds"].as_array().cloned().unwrap_or_default();
+                    break ids.into_iter().filter_map(|v| v.as_str().map(str::to_owned)).collect::<Vec<_>>();
+                }
+                Some(Ok(message)) if message.get("id") == Some(&json!(id)) => return Ok(None),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(None),
+            }
+        };
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = messages.next().await {
+                if message["method"] == "notifications/tasks" {
+                    let mut params = message["params"].clone();
+                    if let Some(map) = params.as_object_mut() {
+                        map.remove("_meta");
+                    }
+                    if let Ok(task) = parse_detailed(params)
+                        && tx.send(task).await.is_err()
+                    {
+                        return; // nobody listens any more: dropping the stream closes it
+                    }
+                } else if message.get("id").is_some() {
+                    return; // the graceful end of the subscription
+                }
+            }
+        });
+        Ok(Some(ListenStream { accepted, updates: rx }))
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.url
+    }
+}

@@ -1,0 +1,326 @@
+//! The task client over real loopback HTTP against the Rust host.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use mcp_tasks::client::{
+    Client, ClientConfig, ClientError, Execution, HttpTransport, ListenStream, SqliteClientStore, Transport, input_fn,
+};
+use mcp_tasks::host::{Host, Prepared, RunContext, Tool, ToolCall, ToolHandler, handler_fn, text_result};
+use mcp_tasks::protocol::client::{CancelMode, DriverConfig, Outcome};
+use mcp_tasks::protocol::{RpcError, TaskMode, TaskStatus};
+use mcp_tasks::store::MemoryStore;
+use mcp_tasks::{Engine, EngineConfig};
+use parking_lot::Mutex;
+use serde_json::{Map, Value, json};
+
+fn slow() -> impl ToolHandler {
+    handler_fn(|call, ctx| async move {
+        let ms = call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(100);
+        ctx.set_status_message("working").await?;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(text_result(format!("slept {ms} ms")))
+    })
+}
+
+struct NameThenTask;
+
+#[async_trait]
+impl ToolHandler for NameThenTask {
+    async fn prepare(&self, call: &ToolCall) -> Result<Prepared, RpcError> {
+        if call.input_responses.as_ref().is_some_and(|r| r.contains_key("name")) {
+            return Ok(Prepared::Ready);
+        }
+        let mut ask = Map::new();
+        ask.insert(
+            "name".into(),
+            json!({"method": "elicitation/create", "params": {"message": "Name?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}}),
+        );
+        Ok(Prepared::InputRequired { input_requests: ask, state: Some(json!(1)) })
+    }
+
+    async fn run(&self, call: ToolCall, _ctx: RunContext) -> Result<Value, RpcError> {
+        let name = call.input_responses.as_ref().and_then(|r| r["name"]["content"]["name"].as_str().map(str::to_owned));
+        Ok(text_result(format!("hello {}", name.unwrap_or_default())))
+    }
+}
+
+/// Starts the host on 127.0.0.1 and returns its URL.
+async fn server() -> String {
+    let config = EngineConfig { sweep_interval: Duration::from_millis(50), ..EngineConfig::default() };
+    let engine = Engine::builder(Arc::new(MemoryStore::new())).config(config).build().await.unwrap();
+    engine.spawn_sweeper();
+    let host = Host::builder(engine)
+        .tool(Tool::new("echo", handler_fn(|_c, _x| async { Ok(text_result("plain")) })))
+        .tool(Tool::new("slow", slow()).mode(TaskMode::Optional).poll_interval_ms(50))
+        .tool(Tool::new("slow_hugepoll", slow()).mode(TaskMode::Optional).poll_interval_ms(60_000))
+        .tool(Tool::new("short_ttl", slow()).mode(TaskMode::Optional).ttl_ms(Some(300)).poll_interval_ms(1_000))
+        .tool(
+            Tool::new(
+                "ask_two",
+                handler_fn(|_call, ctx| async move {
+                    let mut ask = Map::new();
+                    for key in ["first", "second"] {
+                        ask.insert(key.into(), json!({"method": "roots/list", "params": {}}));
+                    }
+                    let answers = ctx.request_input(ask).await?;
+                    Ok(text_result(Value::Object(answers).to_string()))
+                }),
+            )
+            .mode(TaskMode::Optional)
+            .poll_interval_ms(50),
+        )
+        .tool(
+            Tool::new("boom", handler_fn(|_c, _x| async { Err(RpcError::new(-32603, "boom")) }))
+                .mode(TaskMode::Optional)
+                .poll_interval_ms(50),
+        )
+        .tool(Tool::new("name_then_task", NameThenTask).mode(TaskMode::Required).poll_interval_ms(50))
+        .build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let router = host.router("/mcp");
+    tokio::spawn(async move { mcp_tasks::host::serve(listener, router, std::future::pending()).await.unwrap() });
+    url
+}
+
+/// A transport that records the methods it sends.
+struct Recording {
+    inner: HttpTransport,
+    methods: Mutex<Vec<String>>,
+    listens: AtomicUsize,
+}
+
+#[async_trait]
+impl Transport for Recording {
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        self.methods.lock().push(method.to_owned());
+        self.inner.request(method, params).await
+    }
+
+    async fn listen(&self, task_ids: &[String]) -> Result<Option<ListenStream>, ClientError> {
+        self.listens.fetch_add(1, Ordering::SeqCst);
+        self.inner.listen(task_ids).await
+    }
+
+    fn endpoint(&self) -> &str {
+        self.inner.endpoint()
+    }
+}
+
+fn recording(url: &str) -> Arc<Recording> {
+    Arc::new(Recording {
+        inner: HttpTransport::new(url),
+        methods: Mutex::new(Vec::new()),
+        listens: AtomicUsize::new(0),
+    })
+}
+
+fn polling_only() -> ClientConfig {
+    ClientConfig { notifications: false, ..ClientConfig::default() }
+}
+
+fn task(execution: Execution) -> mcp_tasks::client::TaskExecution {
+    match execution {
+        Execution::Task(task) => task,
+        Execution::Immediate(result) => panic!("expected a task, got {result}"),
+    }
+}
+
+fn text(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Completed { result } => result["content"][0]["text"].as_str().unwrap_or("").to_owned(),
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn polls_to_completion() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).config(polling_only()).build().unwrap();
+    let execution = task(client.call_tool("slow", json!({"ms": 300})).await.unwrap());
+    let mut updates = execution.updates();
+    let outcome = execution.result().await.unwrap();
+    assert_eq!(text(&outcome), "slept 300 ms");
+    let mut last = None;
+    while let Some(state) = updates.next().await {
+        last = Some(state.task.status);
+    }
+    assert_eq!(last, Some(TaskStatus::Completed));
+    let methods = transport.methods.lock().clone();
+    assert!(methods.iter().filter(|m| *m == "tasks/get").count() >= 2, "{methods:?}");
+    assert_eq!(transport.listens.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn notifications_finish_it_despite_a_huge_poll_interval() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).build().unwrap();
+    let started = Instant::now();
+    let execution = task(client.call_tool("slow_hugepoll", json!({"ms": 400})).await.unwrap());
+    let outcome = execution.result().await.unwrap();
+    assert_eq!(text(&outcome), "slept 400 ms");
+    // The server suggests polling every 60 s; only the listen stream can finish it sooner.
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert_eq!(transport.listens.load(Ordering::SeqCst), 1);
+    assert!(!transport.methods.lock().iter().any(|m| m == "tasks/get"), "no poll was due");
+}
+
+#[tokio::test]
+async fn cancel_stays_cancelled() {
+    let url = server().await;
+    let client = Client::http(&url).config(polling_only()).build().unwrap();
+    let execution = task(client.call_tool("slow", json!({"ms": 600})).await.unwrap());
+    execution.cancel(CancelMode::Observe).unwrap();
+    assert_eq!(execution.result().await.unwrap(), Outcome::Cancelled);
+    // After the work would have finished, the server still says cancelled.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let got = HttpTransport::new(&url).request("tasks/get", json!({"taskId": execution.task_id()})).await.unwrap();
+    assert_eq!(got["status"], "cancelled");
+
+    let stopped = task(client.call_tool("slow", json!({"ms": 600})).await.unwrap());
+    stopped.cancel(CancelMode::Stop).unwrap();
+    assert_eq!(stopped.result().await.unwrap(), Outcome::Cancelled);
+}
+
+#[tokio::test]
+async fn two_keys_answered_in_two_updates() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).config(polling_only()).build().unwrap();
+    let execution = task(client.call_tool("ask_two", json!({})).await.unwrap());
+    let mut updates = execution.updates();
+    let mut answered = Vec::new();
+    while let Some(state) = updates.next().await {
+        let Some(requests) = state.input_requests else { continue };
+        if let Some(key) = requests.keys().find(|k| !answered.contains(*k)).cloned() {
+            execution.answer(&key, json!({"roots": [{"uri": format!("file:///{key}")}]})).unwrap();
+            answered.push(key);
+        }
+        if answered.len() == 2 {
+            break;
+        }
+    }
+    let outcome = execution.result().await.unwrap();
+    let answers: Value = serde_json::from_str(&text(&outcome)).unwrap();
+    assert_eq!(answers["first"]["roots"][0]["uri"], "file:///first");
+    assert_eq!(answers["second"]["roots"][0]["uri"], "file:///second");
+    let updates = transport.methods.lock().iter().filter(|m| *m == "tasks/update").count();
+    assert_eq!(updates, 2);
+}
+
+#[tokio::test]
+async fn input_handler_answers_mrtr_rounds_and_task_requests() {
+    let url = server().await;
+    let client = Client::http(&url)
+        .input_handler(input_fn(|_task, key, _request| async move {
+            Some(match key.as_str() {
+                "name" => json!({"action": "accept", "content": {"name": "Ada"}}),
+                _ => json!({"roots": []}),
+            })
+        }))
+        .build()
+        .unwrap();
+    let outcome = task(client.call_tool("name_then_task", json!({})).await.unwrap()).result().await.unwrap();
+    assert_eq!(text(&outcome), "hello Ada");
+    let outcome = task(client.call_tool("ask_two", json!({})).await.unwrap()).result().await.unwrap();
+    assert!(text(&outcome).contains("first"));
+}
+
+#[tokio::test]
+async fn failed_and_expired_are_told_apart() {
+    let url = server().await;
+    let client = Client::http(&url).config(polling_only()).build().unwrap();
+    match task(client.call_tool("boom", json!({})).await.unwrap()).result().await.unwrap() {
+        Outcome::Failed { error } => assert_eq!((error.code, error.message.as_str()), (-32603, "boom")),
+        other => panic!("{other:?}"),
+    }
+    let outcome = task(client.call_tool("short_ttl", json!({"ms": 10_000})).await.unwrap()).result().await.unwrap();
+    assert_eq!(outcome, Outcome::Expired);
+}
+
+#[tokio::test]
+async fn plain_results_need_no_task_traffic() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).build().unwrap();
+    match client.call_tool("echo", json!({})).await.unwrap() {
+        Execution::Immediate(result) => assert_eq!(result["content"][0]["text"], "plain"),
+        Execution::Task(t) => panic!("unexpected task {}", t.task_id()),
+    }
+    assert_eq!(*transport.methods.lock(), vec!["tools/call".to_owned()]);
+    assert_eq!(transport.listens.load(Ordering::SeqCst), 0);
+}
+
+const CHILD_ENV: &str = "MCP_TASKS_CLIENT_CHILD";
+
+/// Run as a child process by `resumes_after_a_killed_client_exactly_once`: starts a task and
+/// waits forever (the parent kills it with SIGKILL).
+#[tokio::test]
+async fn child_client_role() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let (url, db) = spec.split_once('|').unwrap();
+    let client = Client::http(url).config(polling_only()).sqlite_store(db).unwrap().build().unwrap();
+    let execution = task(client.call_tool("slow", json!({"ms": 1_500})).await.unwrap());
+    println!("started {}", execution.task_id());
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test]
+async fn resumes_after_a_killed_client_exactly_once() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let url = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("refs.db");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_client_role", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, format!("{url}|{}", db.display()))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the child persisted its task reference, then kill it mid-task.
+    let store = SqliteClientStore::open(&db);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reference = loop {
+        if let Ok(store) = &store
+            && let Some(r) = mcp_tasks::client::ClientStore::pending(store, &url).await.unwrap().into_iter().next()
+        {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the child never persisted a task");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let client = Client::http(&url).config(polling_only()).sqlite_store(&db).unwrap().build().unwrap();
+    let resumed = client.resume_all().await.unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0].task_id(), reference.task_id);
+    let outcome = resumed[0].result().await.unwrap();
+    assert_eq!(text(&outcome), "slept 1500 ms");
+    // Delivered once: another restart finds nothing left to hand out.
+    let again = Client::http(&url).sqlite_store(&db).unwrap().build().unwrap();
+    assert!(again.resume_all().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn poll_floor_applies_to_tiny_intervals() {
+    let config = ClientConfig { driver: DriverConfig { default_poll_ms: 1_000, min_poll_ms: 200 }, ..polling_only() };
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).config(config).build().unwrap();
+    let outcome = task(client.call_tool("slow", json!({"ms": 500})).await.unwrap()).result().await.unwrap();
+    assert_eq!(text(&outcome), "slept 500 ms");
+    // The server suggests 50 ms; the floor keeps it to a few polls over ~500 ms.
+    let polls = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
+    assert!(polls <= 6, "{polls} polls");
+}
