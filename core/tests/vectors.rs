@@ -215,3 +215,99 @@ fn sse_parsing_skips_comments() {
     let events = parse_sse(": keep-alive\n\nevent: message\ndata: {\"a\":1}\n\n");
     assert_eq!(events, vec![json!({"a": 1})]);
 }
+
+/// Replays the vectors from the client side: every answer the server gave is fed to the client
+/// protocol layer (`classify`, `parse_detailed`, one `TaskDriver` per task), which must accept
+/// it and reach the outcome the final state implies.
+#[test]
+fn vectors_from_the_client_side() {
+    use mcp_tasks::protocol::client::{
+        CallResult, DriverConfig, DriverEvent, Outcome, TaskDriver, classify, parse_detailed,
+    };
+    let strip = |mut v: Value| {
+        if let Some(map) = v.as_object_mut() {
+            map.remove("resultType");
+            map.remove("_meta");
+        }
+        v
+    };
+    let mut checked = 0;
+    for file in vector_files() {
+        let vector: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let name = vector["name"].as_str().unwrap();
+        let mut now = vector["start_ms"].as_u64().unwrap();
+        let mut drivers: HashMap<String, TaskDriver> = HashMap::new();
+        for step in vector["steps"].as_array().unwrap() {
+            if let Some(ms) = step.get("advance_ms") {
+                now += ms.as_u64().unwrap();
+            }
+            let Some(send) = step.get("send") else {
+                if let Some(events) = step.get("events") {
+                    for message in events["expect"].as_array().unwrap() {
+                        if message["method"] == "notifications/tasks" {
+                            let task = parse_detailed(strip(message["params"].clone())).expect(name);
+                            if let Some(driver) = drivers.get_mut(&task.task.task_id) {
+                                driver.handle_notification(now, task);
+                            }
+                            checked += 1;
+                        }
+                    }
+                }
+                continue;
+            };
+            let body = &step["expect"]["body"];
+            let tasks = step.get("tasks").and_then(Value::as_bool).unwrap_or(true);
+            match (send["method"].as_str().unwrap(), body.get("result")) {
+                ("tools/call", Some(result)) => {
+                    match classify("tools/call", result.clone(), tasks).unwrap_or_else(|e| panic!("{name}: {e}")) {
+                        CallResult::Task(task) => {
+                            assert_eq!(result["resultType"], "task");
+                            drivers.insert(task.task_id.clone(), TaskDriver::new(task, now, DriverConfig::default()));
+                        }
+                        CallResult::Complete(_) => assert_ne!(result["resultType"], "task"),
+                        CallResult::InputRequired(round) => assert!(round.input_requests.is_some(), "{name}"),
+                    }
+                    // The same answer to a client that did not declare the extension is invalid.
+                    if result["resultType"] == "task" {
+                        assert!(classify("tools/call", result.clone(), false).is_err());
+                    }
+                }
+                ("tasks/get", Some(result)) => {
+                    let task = parse_detailed(strip(result.clone())).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    if let Some(driver) = drivers.get_mut(&task.task.task_id) {
+                        driver.handle_get(now, task);
+                    }
+                }
+                ("tasks/get", None) => {
+                    let id = send["params"]["taskId"].as_str().unwrap_or("");
+                    let error: RpcError = serde_json::from_value(body["error"].clone()).unwrap();
+                    if let Some(driver) = drivers.get_mut(id) {
+                        let known = driver.outcome().is_some();
+                        driver.handle_get_error(now, &error);
+                        // The first outcome stands: a task read as failed and later purged stays failed.
+                        if error.code == -32602 && !known {
+                            assert_eq!(driver.outcome(), Some(&Outcome::Gone), "{name}: -32602 means gone");
+                        }
+                    }
+                }
+                _ => {}
+            }
+            checked += 1;
+        }
+        for (id, driver) in &mut drivers {
+            while let Some(event) = driver.poll_event() {
+                if let DriverEvent::Finished(outcome) = event {
+                    let status = driver.latest().task.status;
+                    let consistent = match &outcome {
+                        Outcome::Completed { .. } => status == mcp_tasks::protocol::TaskStatus::Completed,
+                        Outcome::Failed { .. } => status == mcp_tasks::protocol::TaskStatus::Failed,
+                        Outcome::Cancelled => status == mcp_tasks::protocol::TaskStatus::Cancelled,
+                        Outcome::Gone | Outcome::Expired => true,
+                    };
+                    assert!(consistent, "{name} {id}: outcome {outcome:?} with last status {status:?}");
+                }
+            }
+        }
+    }
+    assert!(checked >= 80, "only {checked} messages checked");
+}
