@@ -1,4 +1,5 @@
-//! The end-to-end demo: a tasks server on the embedded SQLite store, driven over real HTTP.
+//! The end-to-end demo: a tasks server on the embedded SQLite store, driven over real HTTP by the
+//! mcp-tasks client (and, for the non-declaring case, by a bare HTTP client).
 //!
 //! `cargo run -p mcp-tasks --example demo` prints a transcript of:
 //! 1. a slow tool driven to completion by polling `tasks/get` (honouring `pollIntervalMs`);
@@ -10,23 +11,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use mcp_tasks::client::{Client, ClientConfig, Execution};
 use mcp_tasks::host::{Host, Tool, handler_fn, text_result};
 use mcp_tasks::protocol::TaskMode;
+use mcp_tasks::protocol::client::{CancelMode, Outcome};
 use mcp_tasks::store::SqliteStore;
 use mcp_tasks::{EXTENSION_ID, Engine, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
 const WORK: Duration = Duration::from_millis(1500);
 
-struct Client {
+/// A bare HTTP client that builds each request by hand (used where the mcp-tasks client cannot go).
+struct BareClient {
     http: reqwest::Client,
     url: String,
     declare_tasks: bool,
     next_id: std::sync::atomic::AtomicU64,
 }
 
-impl Client {
-    fn body(&self, method: &str, mut params: Value) -> (u64, Value) {
+impl BareClient {
+    fn body(&self, method: &str, mut params: Value) -> Value {
         let caps = if self.declare_tasks { json!({"extensions": {EXTENSION_ID: {}}}) } else { json!({}) };
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
@@ -34,7 +38,7 @@ impl Client {
             "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-demo", "version": "0.1.0"},
         });
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        (id, json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
     }
 
     fn post(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
@@ -53,18 +57,9 @@ impl Client {
     }
 
     async fn call(&self, method: &str, params: Value) -> Value {
-        let (_, body) = self.body(method, params);
+        let body = self.body(method, params);
         self.post(method, &body).send().await.expect("server answers").json().await.expect("JSON")
     }
-}
-
-fn show(value: &Value) -> String {
-    let mut text = value.to_string();
-    if text.len() > 160 {
-        text.truncate(157);
-        text.push_str("...");
-    }
-    text
 }
 
 fn status_line(task: &Value) -> String {
@@ -76,6 +71,38 @@ fn status_line(task: &Value) -> String {
         line.push_str(&format!(" — result: {text:?}"));
     }
     line
+}
+
+/// Calls `build_report` and prints every state the client sees until the outcome.
+async fn follow(client: &Client, quarter: &str, via: &str) {
+    let execution = client.call_tool("build_report", json!({"quarter": quarter})).await.expect("call");
+    let Execution::Task(task) = execution else { panic!("expected a task") };
+    let latest = task.latest();
+    println!("→ tools/call build_report {{quarter: {quarter}}} (the client declares {EXTENSION_ID})");
+    println!(
+        "← resultType \"task\" taskId {} status {} pollIntervalMs {}",
+        task.task_id(),
+        latest.task.status.as_str(),
+        latest.task.poll_interval_ms.unwrap_or(0)
+    );
+    let started = Instant::now();
+    let mut updates = task.updates();
+    let mut source = "CreateTaskResult";
+    while let Some(state) = updates.next().await {
+        let value = serde_json::to_value(&state).expect("task serializes");
+        println!("  {:>5} ms  {source} → {}", started.elapsed().as_millis(), status_line(&value));
+        source = via;
+    }
+    println!("← outcome after {} ms: {}", started.elapsed().as_millis(), short(&task.result().await.expect("outcome")));
+}
+
+fn short(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Completed { result } => {
+            format!("completed — {:?}", result["content"][0]["text"].as_str().unwrap_or(""))
+        }
+        other => format!("{other:?}"),
+    }
 }
 
 async fn serve(db: &std::path::Path) -> (String, tokio::task::JoinHandle<()>) {
@@ -114,7 +141,7 @@ async fn main() {
     let db = dir.path().join("tasks.db");
     let (url, _server) = serve(&db).await;
     println!("mcp-tasks demo — a tasks server on {url}, durable store {}\n", db.display());
-    let client = |declare_tasks| Client {
+    let client = |declare_tasks| BareClient {
         http: reqwest::Client::new(),
         url: url.clone(),
         declare_tasks,
@@ -126,75 +153,32 @@ async fn main() {
     println!("→ server/discover");
     println!("← capabilities {}\n", discover["result"]["capabilities"]);
 
-    // 1. Polling.
+    // 1. Polling, with the mcp-tasks client (listen streams off, so only tasks/get drives it).
     println!("== 1. A slow tool driven to completion by polling ==");
-    let created = tasks.call("tools/call", json!({"name": "build_report", "arguments": {"quarter": "Q3"}})).await;
-    let task = &created["result"];
-    let id = task["taskId"].as_str().expect("a task").to_owned();
-    println!("→ tools/call build_report (client declares {EXTENSION_ID})");
-    println!(
-        "← resultType {} taskId {id} status {} pollIntervalMs {}",
-        task["resultType"], task["status"], task["pollIntervalMs"]
-    );
-    let started = Instant::now();
-    let mut last = String::new();
-    loop {
-        let got = tasks.call("tasks/get", json!({"taskId": id})).await;
-        let task = &got["result"];
-        let line = status_line(task);
-        if line != last {
-            println!("  {:>5} ms  tasks/get → {line}", started.elapsed().as_millis());
-            last = line;
-        }
-        if ["completed", "failed", "cancelled"].contains(&task["status"].as_str().unwrap_or("")) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(task["pollIntervalMs"].as_u64().unwrap_or(1000))).await;
-    }
+    let polling = Client::http(&url)
+        .config(ClientConfig { notifications: false, ..ClientConfig::default() })
+        .sqlite_store(dir.path().join("client-refs.db"))
+        .expect("client store")
+        .build()
+        .expect("client");
+    follow(&polling, "Q3", "tasks/get").await;
 
-    // 2. Notifications.
+    // 2. Notifications: the same client with listen streams on (the default).
     println!("\n== 2. The same tool followed by notifications (subscriptions/listen) ==");
-    let created = tasks.call("tools/call", json!({"name": "build_report", "arguments": {"quarter": "Q4"}})).await;
-    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
-    println!("→ tools/call build_report → task {id}");
-    let (listen_id, body) = tasks.body("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}));
-    println!("→ subscriptions/listen {{taskIds: [{id}]}} (request id {listen_id})");
-    let response = tasks.post("subscriptions/listen", &body).send().await.unwrap();
-    let mut stream = response.bytes_stream();
-    let mut buffer = String::new();
-    let started = Instant::now();
-    'listen: while let Some(chunk) = stream.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-        while let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
-            let message: Value = serde_json::from_str(data).unwrap();
-            let at = started.elapsed().as_millis();
-            match message["method"].as_str() {
-                Some("notifications/subscriptions/acknowledged") => {
-                    println!("  {at:>5} ms  ← acknowledged taskIds {}", message["params"]["notifications"]["taskIds"]);
-                }
-                Some("notifications/tasks") => {
-                    println!("  {at:>5} ms  ← notifications/tasks: {}", status_line(&message["params"]));
-                }
-                _ => {
-                    println!("  {at:>5} ms  ← stream closed: {}", show(&message["result"]));
-                    break 'listen;
-                }
-            }
-        }
-    }
+    let listening = Client::http(&url).memory_store().build().expect("client");
+    follow(&listening, "Q4", "notifications/tasks").await;
 
     // 3. Cancel.
     println!("\n== 3. A cancel that is acknowledged and stays cancelled ==");
-    let created = tasks.call("tools/call", json!({"name": "build_report", "arguments": {"quarter": "Q1"}})).await;
-    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let Execution::Task(task) = polling.call_tool("build_report", json!({"quarter": "Q1"})).await.expect("call") else {
+        panic!("expected a task");
+    };
+    let id = task.task_id().to_owned();
     println!("→ tools/call build_report → task {id}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let ack = tasks.call("tasks/cancel", json!({"taskId": id})).await;
-    println!("→ tasks/cancel ← {}", show(&ack["result"]));
-    let got = tasks.call("tasks/get", json!({"taskId": id})).await;
-    println!("→ tasks/get ← {}", status_line(&got["result"]));
+    task.cancel(CancelMode::Observe).expect("cancel");
+    println!("→ tasks/cancel (then keep observing until terminal)");
+    println!("← outcome: {:?}", task.result().await.expect("outcome"));
     tokio::time::sleep(WORK + Duration::from_millis(300)).await;
     let got = tasks.call("tasks/get", json!({"taskId": id})).await;
     println!("… {} ms later, after the work would have finished:", (WORK + Duration::from_millis(300)).as_millis());

@@ -142,7 +142,7 @@ fn text(outcome: &Outcome) -> String {
 async fn polls_to_completion() {
     let url = server().await;
     let transport = recording(&url);
-    let client = Client::with_transport(transport.clone()).config(polling_only()).build().unwrap();
+    let client = Client::with_transport(transport.clone()).config(polling_only()).memory_store().build().unwrap();
     let execution = task(client.call_tool("slow", json!({"ms": 300})).await.unwrap());
     let mut updates = execution.updates();
     let outcome = execution.result().await.unwrap();
@@ -161,7 +161,7 @@ async fn polls_to_completion() {
 async fn notifications_finish_it_despite_a_huge_poll_interval() {
     let url = server().await;
     let transport = recording(&url);
-    let client = Client::with_transport(transport.clone()).build().unwrap();
+    let client = Client::with_transport(transport.clone()).memory_store().build().unwrap();
     let started = Instant::now();
     let execution = task(client.call_tool("slow_hugepoll", json!({"ms": 400})).await.unwrap());
     let outcome = execution.result().await.unwrap();
@@ -175,7 +175,7 @@ async fn notifications_finish_it_despite_a_huge_poll_interval() {
 #[tokio::test]
 async fn cancel_stays_cancelled() {
     let url = server().await;
-    let client = Client::http(&url).config(polling_only()).build().unwrap();
+    let client = Client::http(&url).config(polling_only()).memory_store().build().unwrap();
     let execution = task(client.call_tool("slow", json!({"ms": 600})).await.unwrap());
     execution.cancel(CancelMode::Observe).unwrap();
     assert_eq!(execution.result().await.unwrap(), Outcome::Cancelled);
@@ -193,7 +193,7 @@ async fn cancel_stays_cancelled() {
 async fn two_keys_answered_in_two_updates() {
     let url = server().await;
     let transport = recording(&url);
-    let client = Client::with_transport(transport.clone()).config(polling_only()).build().unwrap();
+    let client = Client::with_transport(transport.clone()).config(polling_only()).memory_store().build().unwrap();
     let execution = task(client.call_tool("ask_two", json!({})).await.unwrap());
     let mut updates = execution.updates();
     let mut answered = Vec::new();
@@ -219,6 +219,7 @@ async fn two_keys_answered_in_two_updates() {
 async fn input_handler_answers_mrtr_rounds_and_task_requests() {
     let url = server().await;
     let client = Client::http(&url)
+        .memory_store()
         .input_handler(input_fn(|_task, key, _request| async move {
             Some(match key.as_str() {
                 "name" => json!({"action": "accept", "content": {"name": "Ada"}}),
@@ -236,7 +237,7 @@ async fn input_handler_answers_mrtr_rounds_and_task_requests() {
 #[tokio::test]
 async fn failed_and_expired_are_told_apart() {
     let url = server().await;
-    let client = Client::http(&url).config(polling_only()).build().unwrap();
+    let client = Client::http(&url).config(polling_only()).memory_store().build().unwrap();
     match task(client.call_tool("boom", json!({})).await.unwrap()).result().await.unwrap() {
         Outcome::Failed { error } => assert_eq!((error.code, error.message.as_str()), (-32603, "boom")),
         other => panic!("{other:?}"),
@@ -249,7 +250,7 @@ async fn failed_and_expired_are_told_apart() {
 async fn plain_results_need_no_task_traffic() {
     let url = server().await;
     let transport = recording(&url);
-    let client = Client::with_transport(transport.clone()).build().unwrap();
+    let client = Client::with_transport(transport.clone()).memory_store().build().unwrap();
     match client.call_tool("echo", json!({})).await.unwrap() {
         Execution::Immediate(result) => assert_eq!(result["content"][0]["text"], "plain"),
         Execution::Task(t) => panic!("unexpected task {}", t.task_id()),
@@ -317,10 +318,49 @@ async fn poll_floor_applies_to_tiny_intervals() {
     let config = ClientConfig { driver: DriverConfig { default_poll_ms: 1_000, min_poll_ms: 200 }, ..polling_only() };
     let url = server().await;
     let transport = recording(&url);
-    let client = Client::with_transport(transport.clone()).config(config).build().unwrap();
+    let client = Client::with_transport(transport.clone()).config(config).memory_store().build().unwrap();
     let outcome = task(client.call_tool("slow", json!({"ms": 500})).await.unwrap()).result().await.unwrap();
     assert_eq!(text(&outcome), "slept 500 ms");
     // The server suggests 50 ms; the floor keeps it to a few polls over ~500 ms.
     let polls = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
     assert!(polls <= 6, "{polls} polls");
+}
+
+/// A server that knows nothing of the extension: it answers `tools/call` like a pre-2026 server,
+/// without `resultType`, and would refuse anything else.
+struct UnawareServer {
+    methods: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Transport for UnawareServer {
+    async fn request(&self, method: &str, _params: Value) -> Result<Value, ClientError> {
+        self.methods.lock().push(method.to_owned());
+        match method {
+            "tools/call" => Ok(json!({"content": [{"type": "text", "text": "plain"}]})),
+            _ => Err(ClientError::Rpc(RpcError::new(-32601, "Method not found"))),
+        }
+    }
+
+    async fn listen(&self, _task_ids: &[String]) -> Result<Option<ListenStream>, ClientError> {
+        self.methods.lock().push("subscriptions/listen".to_owned());
+        Ok(None)
+    }
+
+    fn endpoint(&self) -> &str {
+        "unaware"
+    }
+}
+
+#[tokio::test]
+async fn a_server_unaware_of_the_extension_gets_plain_calls_only() {
+    let server = Arc::new(UnawareServer { methods: Mutex::new(Vec::new()) });
+    let client = Client::with_transport(server.clone()).memory_store().build().unwrap();
+    let execution = client.call_tool("anything", json!({})).await.unwrap();
+    assert!(matches!(&execution, Execution::Immediate(r) if r["content"][0]["text"] == "plain"));
+    assert_eq!(
+        execution.result().await.unwrap(),
+        Outcome::Completed { result: json!({"content": [{"type": "text", "text": "plain"}]}) }
+    );
+    assert_eq!(*server.methods.lock(), vec!["tools/call".to_owned()], "no task traffic at all");
 }

@@ -52,3 +52,12 @@ fn readme_rust_example_is_the_compiled_example() {
     let body = &example[example.find("use std::sync::Arc;").unwrap()..];
     assert!(readme.contains(body), "README.md's Rust example differs from core/examples/serve.rs");
 }
+
+#[test]
+fn readme_client_example_is_the_compiled_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/client.rs")).unwrap();
+    let body = &example[example.find("use futures::StreamExt;").unwrap()..];
+    assert!(readme.contains(body), "README.md's client example differs from core/examples/client.rs");
+}

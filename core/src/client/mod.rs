@@ -169,11 +169,18 @@ impl ClientBuilder {
         self
     }
 
-    /// Persists task references in `store` (default: in memory).
+    /// Persists task references in `store`. The default is a SQLite file at
+    /// [`default_store_path`]; use [`ClientBuilder::memory_store`] for none that survives.
     #[must_use]
     pub fn store(mut self, store: Arc<dyn ClientStore>) -> Self {
         self.store = Some(store);
         self
+    }
+
+    /// Keeps task references in memory only (lost when the process ends).
+    #[must_use]
+    pub fn memory_store(self) -> Self {
+        self.store(Arc::new(MemoryClientStore::new()))
     }
 
     /// Persists task references in a SQLite file.
@@ -210,16 +217,41 @@ impl ClientBuilder {
             (None, Some(transport)) => transport,
             (None, None) => return Err(ClientError::Transport("no transport configured".into())),
         };
+        let store = match self.store {
+            Some(store) => store,
+            None => default_store()?,
+        };
         Ok(Client {
-            inner: Arc::new(Inner {
-                transport,
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryClientStore::new())),
-                clock: self.clock,
-                input: self.input,
-                config: self.config,
-            }),
+            inner: Arc::new(Inner { transport, store, clock: self.clock, input: self.input, config: self.config }),
         })
     }
+}
+
+/// Where task references go by default: `$MCP_TASKS_CLIENT_DB`, else
+/// `$XDG_DATA_HOME/mcp-tasks/client.db`, else `~/.local/share/mcp-tasks/client.db`.
+pub fn default_store_path() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("MCP_TASKS_CLIENT_DB") {
+        return path.into();
+    }
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("mcp-tasks").join("client.db")
+}
+
+#[cfg(feature = "sqlite")]
+fn default_store() -> Result<Arc<dyn ClientStore>, ClientError> {
+    let path = default_store_path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| ClientError::Store(format!("{}: {e}", dir.display())))?;
+    }
+    Ok(Arc::new(SqliteClientStore::open(path)?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn default_store() -> Result<Arc<dyn ClientStore>, ClientError> {
+    Ok(Arc::new(MemoryClientStore::new()))
 }
 
 /// What a `tools/call` turned into.

@@ -94,6 +94,8 @@ impl SqliteClientStore {
     /// Opens (creating if needed) the references file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ClientError> {
         let conn = rusqlite::Connection::open(path).map_err(store_error)?;
+        // Several client processes may share the default file.
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_error)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(store_error)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(store_error)?;
         conn.execute_batch(
