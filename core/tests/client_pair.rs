@@ -2,9 +2,11 @@
 //! handed straight to the engine, time stepped to the driver's next deadline. Nothing sleeps,
 //! so every count below is exact.
 
+mod common;
+
 use std::sync::Arc;
 
-use mcp_tasks::clock::{Clock, ManualClock, SequentialIds};
+use mcp_tasks::clock::{Clock, ManualClock};
 use mcp_tasks::engine::{Subscription, TaskOptions};
 use mcp_tasks::protocol::client::{CancelMode, DriverConfig, DriverEvent, Outcome, Outgoing, TaskDriver};
 use mcp_tasks::store::MemoryStore;
@@ -25,13 +27,7 @@ struct Pair {
 impl Pair {
     async fn new(options: TaskOptions, config: EngineConfig) -> (Self, TaskContext) {
         let clock = Arc::new(ManualClock::new(T0));
-        let engine = Engine::builder(Arc::new(MemoryStore::new()))
-            .clock(clock.clone())
-            .ids(Arc::new(SequentialIds::new("t")))
-            .config(config)
-            .build()
-            .await
-            .unwrap();
+        let engine = common::test_engine(Arc::new(MemoryStore::new()), clock.clone(), "t", config).await;
         let (created, ctx) = engine.create_task("p", "tool", options).await.unwrap();
         let driver = TaskDriver::new(created.task, T0, DriverConfig::default());
         (Self { engine, clock, driver, listen: None, gets: 0, events: Vec::new() }, ctx)

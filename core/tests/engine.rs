@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::schemas;
-use mcp_tasks::clock::{ManualClock, SequentialIds};
+use mcp_tasks::clock::ManualClock;
 use mcp_tasks::engine::{ABANDONED_MESSAGE, EngineConfig, Limits, NO_RESULT_MESSAGE, TaskOptions};
 use mcp_tasks::protocol::{RpcError, TaskStatus};
 use mcp_tasks::store::{MemoryStore, SqliteStore, StoreError, TaskStore};
@@ -29,13 +29,7 @@ async fn rig(sqlite: bool, config: EngineConfig) -> Rig {
         (Arc::new(MemoryStore::new()), None)
     };
     let clock = Arc::new(ManualClock::new(START));
-    let engine = Engine::builder(store)
-        .clock(clock.clone())
-        .ids(Arc::new(SequentialIds::new("t")))
-        .config(config)
-        .build()
-        .await
-        .unwrap();
+    let engine = common::test_engine(store, clock.clone(), "t", config).await;
     Rig { engine, clock, _dir: dir }
 }
 

@@ -44,20 +44,17 @@ fn readme_error_table_is_the_code_table() {
     }
 }
 
-#[test]
-fn readme_rust_example_is_the_compiled_example() {
+/// Asserts the README quotes `examples/{file}` from the line starting with `first_line` on.
+fn assert_readme_quotes_example(file: &str, first_line: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
-    let example = std::fs::read_to_string(root.join("examples/serve.rs")).unwrap();
-    let body = &example[example.find("use std::sync::Arc;").unwrap()..];
-    assert!(readme.contains(body), "README.md's Rust example differs from core/examples/serve.rs");
+    let example = std::fs::read_to_string(root.join("examples").join(file)).unwrap();
+    let body = &example[example.find(first_line).unwrap()..];
+    assert!(readme.contains(body), "README.md's copy of core/examples/{file} differs from the file");
 }
 
 #[test]
-fn readme_client_example_is_the_compiled_example() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
-    let example = std::fs::read_to_string(root.join("examples/client.rs")).unwrap();
-    let body = &example[example.find("use futures::StreamExt;").unwrap()..];
-    assert!(readme.contains(body), "README.md's client example differs from core/examples/client.rs");
+fn readme_examples_are_the_compiled_examples() {
+    assert_readme_quotes_example("serve.rs", "use std::sync::Arc;");
+    assert_readme_quotes_example("client.rs", "use futures::StreamExt;");
 }

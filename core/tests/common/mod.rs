@@ -160,6 +160,22 @@ pub struct TestHost {
     next_id: std::sync::atomic::AtomicU64,
 }
 
+/// An engine over `store` with the manual `clock` and ids `{prefix}-1`, `{prefix}-2`, ….
+pub async fn test_engine(
+    store: Arc<dyn TaskStore>,
+    clock: Arc<ManualClock>,
+    prefix: &str,
+    config: EngineConfig,
+) -> Engine {
+    Engine::builder(store)
+        .clock(clock)
+        .ids(Arc::new(SequentialIds::new(prefix)))
+        .config(config)
+        .build()
+        .await
+        .expect("engine builds")
+}
+
 /// The engine settings vectors assume.
 pub fn vector_config() -> EngineConfig {
     EngineConfig {
@@ -177,13 +193,7 @@ impl TestHost {
 
     pub async fn with_config(store: Arc<dyn TaskStore>, start_ms: u64, config: EngineConfig) -> Self {
         let clock = Arc::new(ManualClock::new(start_ms));
-        let engine = Engine::builder(store)
-            .clock(clock.clone())
-            .ids(Arc::new(SequentialIds::new("task")))
-            .config(config)
-            .build()
-            .await
-            .expect("engine builds");
+        let engine = test_engine(store, clock.clone(), "task", config).await;
         let scripts = Scripts::default();
         let host = Host::builder(engine.clone())
             .server_info("mcp-tasks-test", "0.0.0")
