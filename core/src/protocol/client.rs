@@ -236,6 +236,8 @@ pub struct TaskDriver {
     next_poll_ms: u64,
     get_in_flight: bool,
     pending_answers: InputResponses,
+    /// Answers sent in the `tasks/update` not yet acknowledged; resent if it fails.
+    unacked_answers: InputResponses,
     outcome: Option<Outcome>,
     events: VecDeque<DriverEvent>,
     outgoing: VecDeque<Outgoing>,
@@ -270,6 +272,7 @@ impl TaskDriver {
             next_poll_ms: now_ms,
             get_in_flight: false,
             pending_answers: InputResponses::new(),
+            unacked_answers: InputResponses::new(),
             outcome: None,
             events: VecDeque::new(),
             outgoing: VecDeque::new(),
@@ -339,6 +342,15 @@ impl TaskDriver {
 
     /// A `tasks/update` or `tasks/cancel` was answered (`Ok` for the ack).
     pub fn handle_ack(&mut self, now_ms: u64, method: &str, result: Result<(), &RpcError>) {
+        if method == "tasks/update" {
+            let sent = std::mem::take(&mut self.unacked_answers);
+            if result.is_err_and(|e| e.code != ErrorKind::TaskNotFound.code()) {
+                // Not delivered: send these answers again with the next update.
+                for (key, answer) in sent {
+                    self.pending_answers.entry(key).or_insert(answer);
+                }
+            }
+        }
         match result {
             Err(error) if error.code == ErrorKind::TaskNotFound.code() => self.finish(Outcome::Gone),
             _ if method == "tasks/cancel" && self.state.cancel == Some(CancelMode::Stop) => {
@@ -407,6 +419,7 @@ impl TaskDriver {
     pub fn poll_outgoing(&mut self) -> Option<Outgoing> {
         if !self.pending_answers.is_empty() && self.outcome.is_none() {
             let input_responses = std::mem::take(&mut self.pending_answers);
+            self.unacked_answers.extend(input_responses.clone());
             self.outgoing.push_front(Outgoing::Update { task_id: self.state.task_id.clone(), input_responses });
         }
         self.outgoing.pop_front()
