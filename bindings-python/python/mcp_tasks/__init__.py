@@ -1,0 +1,30 @@
+"""mcp-tasks: the MCP tasks extension (``io.modelcontextprotocol/tasks``) for mcp 2.x, on a
+durable Rust core."""
+
+from ._native import EXTENSION_ID, PROTOCOL_VERSION, __version__
+from .errors import (
+    HeaderMismatchError,
+    InternalError,
+    InvalidParamsError,
+    McpTaskError,
+    MethodNotFoundError,
+    MissingCapabilityError,
+    TaskNotFoundError,
+)
+from .server import TaskConfig, TasksExtension, default_principal
+
+__all__ = [
+    "EXTENSION_ID",
+    "PROTOCOL_VERSION",
+    "HeaderMismatchError",
+    "InternalError",
+    "InvalidParamsError",
+    "McpTaskError",
+    "MethodNotFoundError",
+    "MissingCapabilityError",
+    "TaskConfig",
+    "TaskNotFoundError",
+    "TasksExtension",
+    "__version__",
+    "default_principal",
+]

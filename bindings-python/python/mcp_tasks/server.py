@@ -1,0 +1,294 @@
+"""The tasks extension for plain ``mcp`` 2.x ``MCPServer`` (SEP-2663, MCP 2026-07-28).
+
+``TasksExtension`` advertises ``io.modelcontextprotocol/tasks``, intercepts ``tools/call`` by
+per-tool mode, creates each task durably through the Rust engine *before* answering with the
+``CreateTaskResult``, runs the tool in the background through ``call_next``, and serves
+``tasks/get``, ``tasks/update`` and ``tasks/cancel``. Inside a task, the tool's ``ctx.elicit``
+(and sampling / roots requests) become the task's ``inputRequests``, resumed by ``tasks/update``;
+``tasks/cancel`` cancels the running coroutine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolRequestParams, RequestParams
+from pydantic import BaseModel
+
+from . import _native
+from .errors import McpTaskError
+
+EXTENSION_ID: str = _native.EXTENSION_ID
+
+Mode = Literal["forbidden", "optional", "required"]
+Prepare = Callable[[CallToolRequestParams, ServerRequestContext[Any, Any]], Awaitable[Any]]
+PrincipalFn = Callable[[ServerRequestContext[Any, Any]], str]
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """How one tool runs as a task.
+
+    ``mode``: ``forbidden`` never makes a task; ``optional`` makes one for a client that declared
+    the extension on the request and runs synchronously otherwise; ``required`` answers -32021
+    to a non-declaring client. ``ttl_ms`` is the task lifetime (``None`` = unlimited, ``"default"``
+    = the extension's default). ``prepare`` runs before any task exists and may return an MRTR
+    ``InputRequiredResult`` (a model or dict) to answer synchronously; ``None`` proceeds.
+    """
+
+    mode: Mode = "optional"
+    ttl_ms: int | None | Literal["default"] = "default"
+    poll_interval_ms: int | None = None
+    prepare: Prepare | None = None
+
+
+class TaskIdParams(RequestParams):
+    """``tasks/get`` and ``tasks/cancel`` params."""
+
+    task_id: str
+
+
+class UpdateTaskParams(RequestParams):
+    """``tasks/update`` params."""
+
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+def _decode_header(value: str) -> str:
+    value = value.strip(" \t")
+    if value.startswith("=?base64?") and value.endswith("?="):
+        return base64.b64decode(value[len("=?base64?") : -2]).decode()
+    return value
+
+
+def _to_wire(result: Any) -> dict[str, Any]:
+    if isinstance(result, BaseModel):
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if isinstance(result, Mapping):
+        return dict(result)
+    raise TypeError(f"tool returned {type(result).__name__}, not a CallToolResult")
+
+
+def _rpc_error(error: McpTaskError) -> MCPError:
+    return MCPError(error.code, error.message, error.data)
+
+
+def default_principal(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The authenticated client (mcp's auth context), or ``"anonymous"`` without auth."""
+    token = get_access_token()
+    if token is None:
+        return "anonymous"
+    return f"client:{token.client_id}"
+
+
+class _TaskOutbound:
+    """Stands in for the request's back-channel inside a task: every server-to-client request
+    (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) becomes an input request
+    of the task, answered through ``tasks/update``. Notifications (progress, logging) are not
+    delivered for tasks (SEP-2663) and are dropped."""
+
+    def __init__(self, task: _native.TaskContext) -> None:
+        self._task = task
+        self._next = 0
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> Any:
+        self._next += 1
+        key = f"{method.replace('/', '.')}-{self._next}"
+        request = {key: {"method": method, "params": dict(params or {})}}
+        answers = json.loads(await self._task.request_input(json.dumps(request)))
+        return answers[key]
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        return None
+
+
+class TasksExtension(Extension):
+    """The ``io.modelcontextprotocol/tasks`` extension for ``MCPServer(extensions=[...])``.
+
+    ``store`` is ``sqlite:///path/to/tasks.db`` (durable, the default ``sqlite:///mcp-tasks.db``)
+    or ``memory://``. ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other
+    tools use ``default_mode``. ``principal`` derives the caller a task is bound to.
+    """
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(
+        self,
+        store: str = "sqlite:///mcp-tasks.db",
+        *,
+        tools: Mapping[str, TaskConfig | Mode] | None = None,
+        default_mode: Mode = "forbidden",
+        default_ttl_ms: int | None = 3_600_000,
+        default_poll_interval_ms: int = 1_000,
+        principal: PrincipalFn = default_principal,
+    ) -> None:
+        self._engine = _native.Engine(
+            store, default_ttl_ms=default_ttl_ms, default_poll_interval_ms=default_poll_interval_ms
+        )
+        self._tools: dict[str, TaskConfig] = {}
+        for name, config in (tools or {}).items():
+            self.configure(name, config)
+        self._default = TaskConfig(mode=default_mode)
+        self._principal = principal
+        self._running: set[asyncio.Task[None]] = set()
+
+    @property
+    def engine(self) -> _native.Engine:
+        """The native engine (for hosts that drive tasks directly)."""
+        return self._engine
+
+    def configure(self, tool: str, config: TaskConfig | Mode) -> None:
+        """Sets how ``tool`` runs as a task."""
+        self._tools[tool] = TaskConfig(mode=config) if isinstance(config, str) else config
+
+    def task(
+        self,
+        mode: Mode = "optional",
+        *,
+        name: str | None = None,
+        ttl_ms: int | None | Literal["default"] = "default",
+        poll_interval_ms: int | None = None,
+        prepare: Prepare | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator marking a tool function (register it with ``@server.tool()`` too)."""
+
+        def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.configure(name or fn.__name__, TaskConfig(mode, ttl_ms, poll_interval_ms, prepare))
+            return fn
+
+        return mark
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def methods(self) -> list[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskIdParams, self._get),
+            MethodBinding("tasks/update", UpdateTaskParams, self._update),
+            MethodBinding("tasks/cancel", TaskIdParams, self._cancel),
+        ]
+
+    # -- tasks/* ------------------------------------------------------------------------------
+
+    def _declared(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        capabilities = ctx.session.client_capabilities
+        extensions = capabilities.extensions if capabilities else None
+        return bool(extensions) and EXTENSION_ID in extensions  # type: ignore[operator]
+
+    def _require(self, ctx: ServerRequestContext[Any, Any], method: str) -> None:
+        if not self._declared(ctx):
+            raise MCPError(
+                -32021,
+                f"{method} requires the {EXTENSION_ID} extension in this request's clientCapabilities",
+                {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}},
+            )
+
+    def _check_name(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+        # mcp checks Mcp-Name only for core methods; SEP-2663 adds tasks/* (Mcp-Name = taskId).
+        headers = getattr(ctx.request, "headers", None)
+        if headers is None:
+            return
+        name = headers.get("mcp-name")
+        if name is None or _decode_header(name) != task_id:
+            raise MCPError(-32020, f"Mcp-Name header {name!r} differs from params.taskId {task_id!r}")
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        self._require(ctx, "tasks/get")
+        self._check_name(ctx, params.task_id)
+        try:
+            task = json.loads(await self._engine.get(self._principal(ctx), params.task_id))
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
+        return {"resultType": "complete", **task}
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        self._require(ctx, "tasks/update")
+        self._check_name(ctx, params.task_id)
+        try:
+            await self._engine.update(self._principal(ctx), params.task_id, json.dumps(params.input_responses))
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
+        return {"resultType": "complete"}
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        self._require(ctx, "tasks/cancel")
+        self._check_name(ctx, params.task_id)
+        try:
+            await self._engine.cancel(self._principal(ctx), params.task_id)
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
+        return {"resultType": "complete"}
+
+    # -- tools/call ----------------------------------------------------------------------------
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
+    ) -> Any:
+        config = self._tools.get(params.name, self._default)
+        declared = self._declared(ctx)
+        if config.mode == "forbidden" or (config.mode == "optional" and not declared):
+            return await call_next(ctx)
+        if config.mode == "required" and not declared:
+            self._require(ctx, f"tool {params.name!r}")
+        if config.prepare is not None:
+            answer = await config.prepare(params, ctx)
+            if answer is not None:
+                return answer
+        try:
+            self._engine.check_arguments(json.dumps(params.arguments or {}))
+            ttl = config.ttl_ms
+            created, task = await self._engine.create_task(
+                self._principal(ctx),
+                params.name,
+                ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
+                unlimited_ttl=ttl is None,
+                poll_interval_ms=config.poll_interval_ms,
+            )
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
+        session = copy.copy(ctx.session)
+        session._request_outbound = _TaskOutbound(task)  # type: ignore[attr-defined]
+        run = asyncio.ensure_future(self._run(call_next, dataclasses.replace(ctx, session=session), task))
+        self._running.add(run)
+        run.add_done_callback(self._running.discard)
+        return json.loads(created)
+
+    async def _run(
+        self,
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
+        ctx: ServerRequestContext[Any, Any],
+        task: _native.TaskContext,
+    ) -> None:
+        work = asyncio.ensure_future(call_next(ctx))
+        cancelled = asyncio.ensure_future(task.cancelled())
+        await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            # tasks/cancel (or expiry) fired: stop the coroutine; the task is already terminal.
+            work.cancel()
+            return
+        cancelled.cancel()
+        try:
+            result = _to_wire(work.result())
+        except MCPError as e:
+            data = None if e.error.data is None else json.dumps(e.error.data)
+            await task.fail(e.error.code, e.error.message, data)
+            return
+        except Exception as e:  # the work failed outside the protocol: a server fault
+            await task.fail(-32603, f"tool {type(e).__name__}: {e}")
+            return
+        await task.complete(json.dumps(result))

@@ -1,0 +1,262 @@
+//! Glue for `mcp_tasks::engine`: the engine, a task's work handle, and listen subscriptions.
+//! JSON crosses the boundary as strings (serde_json here, `json` in Python); every async method
+//! returns an awaitable that runs on the shared tokio runtime without holding the GIL.
+
+use std::sync::Arc;
+
+use mcp_tasks::engine::{EngineConfig, Subscription, TaskContext, TaskHandle, TaskOptions};
+use mcp_tasks::protocol::RpcError;
+use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
+use mcp_tasks::{Engine, EngineError};
+use pyo3::prelude::*;
+use pyo3_async_runtimes::tokio::future_into_py;
+
+use crate::error::{bad_json, engine_error, protocol_error};
+
+fn parse(what: &str, text: &str) -> PyResult<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| bad_json(what, &e))
+}
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("protocol types serialize")
+}
+
+/// The task engine over a store given by URL: `sqlite:///path/to/file.db` or `memory://`.
+#[pyclass(name = "Engine", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PyEngine {
+    inner: Engine,
+    sweeper: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PyEngine {
+    fn drop(&mut self) {
+        // The sweeper holds the engine (and its store); stop it with the Python object.
+        self.sweeper.abort();
+    }
+}
+
+#[pymethods]
+impl PyEngine {
+    #[new]
+    #[pyo3(signature = (store, default_ttl_ms = Some(3_600_000), default_poll_interval_ms = 1_000, purge_grace_ms = 300_000))]
+    fn new(
+        py: Python<'_>,
+        store: &str,
+        default_ttl_ms: Option<u64>,
+        default_poll_interval_ms: u64,
+        purge_grace_ms: u64,
+    ) -> PyResult<Self> {
+        let store: Arc<dyn TaskStore> = if store == "memory://" {
+            Arc::new(MemoryStore::new())
+        } else if let Some(path) = store.strip_prefix("sqlite://") {
+            let opened = py.detach(|| SqliteStore::open(path));
+            Arc::new(opened.map_err(|e| engine_error(EngineError::Store(e)))?)
+        } else {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown store {store:?}: use sqlite:///path or memory://"
+            )));
+        };
+        let config =
+            EngineConfig { default_ttl_ms, default_poll_interval_ms, purge_grace_ms, ..EngineConfig::default() };
+        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let built = py.detach(|| {
+            runtime.block_on(async move {
+                let engine = Engine::builder(store).config(config).build().await?;
+                let sweeper = engine.spawn_sweeper();
+                Ok::<_, mcp_tasks::store::StoreError>((engine, sweeper))
+            })
+        });
+        let (inner, sweeper) = built.map_err(|e| engine_error(EngineError::Store(e)))?;
+        Ok(Self { inner, sweeper })
+    }
+
+    /// Creates a task durably; resolves to `(create_task_result_json, TaskContext)`.
+    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None))]
+    fn create_task<'py>(
+        &self,
+        py: Python<'py>,
+        principal: String,
+        tool: String,
+        ttl_ms: Option<u64>,
+        unlimited_ttl: bool,
+        poll_interval_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.inner.clone();
+        let ttl = if unlimited_ttl { Some(None) } else { ttl_ms.map(Some) };
+        let options = TaskOptions { ttl_ms: ttl, poll_interval_ms };
+        future_into_py(py, async move {
+            let (created, ctx) = engine.create_task(&principal, &tool, options).await.map_err(engine_error)?;
+            let id = ctx.task_id().to_owned();
+            let handle = ctx.handle();
+            Ok((to_json(&created), PyTaskContext { id, handle, ctx: parking_lot::Mutex::new(Some(ctx)) }))
+        })
+    }
+
+    /// `tasks/get`: resolves to the `DetailedTask` JSON.
+    fn get<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.inner.clone();
+        future_into_py(py, async move {
+            let task = engine.get(&principal, &task_id).await.map_err(engine_error)?;
+            Ok(to_json(&task))
+        })
+    }
+
+    /// `tasks/update` with `input_responses` (a JSON object).
+    fn update<'py>(
+        &self,
+        py: Python<'py>,
+        principal: String,
+        task_id: String,
+        input_responses: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let responses = match parse("inputResponses", &input_responses)? {
+            serde_json::Value::Object(map) => map,
+            _ => {
+                return Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(
+                    "inputResponses must be an object".into(),
+                )));
+            }
+        };
+        let engine = self.inner.clone();
+        future_into_py(py, async move { engine.update(&principal, &task_id, responses).await.map_err(engine_error) })
+    }
+
+    /// `tasks/cancel`.
+    fn cancel<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.inner.clone();
+        future_into_py(py, async move { engine.cancel(&principal, &task_id).await.map_err(engine_error) })
+    }
+
+    /// Opens a notification subscription for `task_ids`.
+    fn subscribe<'py>(&self, py: Python<'py>, principal: String, task_ids: Vec<String>) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.inner.clone();
+        future_into_py(py, async move {
+            let subscription = engine.subscribe(&principal, &task_ids).await;
+            let accepted = subscription.accepted.clone();
+            Ok(PySubscription { accepted, inner: Arc::new(tokio::sync::Mutex::new(subscription)) })
+        })
+    }
+
+    /// Checks the size of a `tools/call` arguments object (JSON) against the limit.
+    fn check_arguments(&self, arguments: &str) -> PyResult<()> {
+        match parse("arguments", arguments)? {
+            serde_json::Value::Object(map) => self.inner.check_arguments(&map).map_err(|e| protocol_error(&e)),
+            _ => Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(
+                "arguments must be an object".into(),
+            ))),
+        }
+    }
+}
+
+/// The work's handle on its task.
+#[pyclass(name = "TaskContext", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PyTaskContext {
+    id: String,
+    handle: TaskHandle,
+    ctx: parking_lot::Mutex<Option<TaskContext>>,
+}
+
+impl PyTaskContext {
+    fn take(&self) -> Option<TaskContext> {
+        self.ctx.lock().take()
+    }
+}
+
+#[pymethods]
+impl PyTaskContext {
+    /// The task id.
+    #[getter]
+    fn task_id(&self) -> &str {
+        &self.id
+    }
+
+    /// True once the task was cancelled or expired.
+    fn is_cancelled(&self) -> bool {
+        self.handle.is_cancelled()
+    }
+
+    /// Resolves when the task is cancelled or expires.
+    fn cancelled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle.clone();
+        future_into_py(py, async move {
+            handle.cancelled().await;
+            Ok(())
+        })
+    }
+
+    /// Sets the status message.
+    fn set_status_message<'py>(&self, py: Python<'py>, message: String) -> PyResult<Bound<'py, PyAny>> {
+        let handle = self.handle.clone();
+        future_into_py(py, async move { handle.set_status_message(message).await.map_err(engine_error) })
+    }
+
+    /// Asks for input (`requests`: a JSON `InputRequests` object); resolves to the answers' JSON.
+    fn request_input<'py>(&self, py: Python<'py>, requests: String) -> PyResult<Bound<'py, PyAny>> {
+        let requests = match parse("inputRequests", &requests)? {
+            serde_json::Value::Object(map) => map,
+            _ => return Err(pyo3::exceptions::PyValueError::new_err("inputRequests must be a JSON object")),
+        };
+        let handle = self.handle.clone();
+        future_into_py(py, async move {
+            let answers = handle.request_input(requests).await.map_err(engine_error)?;
+            Ok(to_json(&answers))
+        })
+    }
+
+    /// Completes with a `CallToolResult` (JSON); resolves to False if the task was already
+    /// terminal (the result is discarded).
+    fn complete<'py>(&self, py: Python<'py>, result: String) -> PyResult<Bound<'py, PyAny>> {
+        let result = parse("result", &result)?;
+        let ctx = self.take();
+        future_into_py(py, async move {
+            match ctx {
+                Some(ctx) => ctx.complete(result).await.map_err(engine_error),
+                None => Ok(false),
+            }
+        })
+    }
+
+    /// Fails with a JSON-RPC error; resolves to False if the task was already terminal.
+    #[pyo3(signature = (code, message, data = None))]
+    fn fail<'py>(
+        &self,
+        py: Python<'py>,
+        code: i64,
+        message: String,
+        data: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut error = RpcError::new(code, message);
+        if let Some(data) = data {
+            error = error.with_data(parse("data", &data)?);
+        }
+        let ctx = self.take();
+        future_into_py(py, async move {
+            match ctx {
+                Some(ctx) => ctx.fail(error).await.map_err(engine_error),
+                None => Ok(false),
+            }
+        })
+    }
+}
+
+/// A listen subscription: the acknowledged ids, then each state as `DetailedTask` JSON.
+#[pyclass(name = "Subscription", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PySubscription {
+    accepted: Vec<String>,
+    inner: Arc<tokio::sync::Mutex<Subscription>>,
+}
+
+#[pymethods]
+impl PySubscription {
+    /// The ids the caller may see.
+    #[getter]
+    fn accepted(&self) -> Vec<String> {
+        self.accepted.clone()
+    }
+
+    /// The next state (JSON), or None once every accepted task is terminal.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = Arc::clone(&self.inner);
+        future_into_py(py, async move { Ok(inner.lock().await.next().await.map(|task| to_json(&task))) })
+    }
+}

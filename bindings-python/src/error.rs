@@ -1,0 +1,47 @@
+//! The one place errors cross into Python: every core error becomes an exception from
+//! `mcp_tasks.errors`, chosen by its JSON-RPC code, carrying `code`, `message` and `data`.
+
+use mcp_tasks::EngineError;
+use mcp_tasks::protocol::{ErrorKind, ProtocolError};
+use pyo3::prelude::*;
+
+/// The `mcp_tasks.errors` class for an error kind.
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::TaskNotFound => "TaskNotFoundError",
+        ErrorKind::InvalidParams | ErrorKind::TooLarge => "InvalidParamsError",
+        ErrorKind::MissingCapability => "MissingCapabilityError",
+        ErrorKind::HeaderMismatch => "HeaderMismatchError",
+        ErrorKind::MethodNotFound => "MethodNotFoundError",
+        _ => "InternalError",
+    }
+}
+
+fn raise(kind: ErrorKind, code: i64, message: String, data: Option<String>) -> PyErr {
+    Python::attach(|py| {
+        let made = py
+            .import("mcp_tasks.errors")
+            .and_then(|m| m.getattr(class_name(kind)))
+            .and_then(|class| class.call1((code, message.clone(), data)));
+        match made {
+            Ok(exception) => PyErr::from_value(exception),
+            Err(e) => e,
+        }
+    })
+}
+
+/// Maps an engine error to its Python exception.
+pub(crate) fn engine_error(err: EngineError) -> PyErr {
+    protocol_error(&err.to_protocol())
+}
+
+/// Maps a protocol error to its Python exception.
+pub(crate) fn protocol_error(err: &ProtocolError) -> PyErr {
+    let rpc = err.to_rpc();
+    raise(err.kind(), rpc.code, rpc.message, rpc.data.map(|d| d.to_string()))
+}
+
+/// A JSON argument that did not parse: -32602.
+pub(crate) fn bad_json(what: &str, err: &serde_json::Error) -> PyErr {
+    protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {err}")))
+}

@@ -1,0 +1,95 @@
+"""The native engine through its Python surface: create, read, answer, cancel, errors, durability."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_tasks import _native
+from mcp_tasks.errors import InvalidParamsError, McpTaskError, TaskNotFoundError
+
+
+async def test_create_get_complete() -> None:
+    engine = _native.Engine("memory://", default_poll_interval_ms=250)
+    created_json, task = await engine.create_task("alice", "tool")
+    created = json.loads(created_json)
+    assert created["resultType"] == "task"
+    assert created["status"] == "working"
+    assert created["pollIntervalMs"] == 250
+    assert len(created["taskId"]) == 44
+    await task.set_status_message("halfway")
+    got = json.loads(await engine.get("alice", task.task_id))
+    assert (got["status"], got["statusMessage"]) == ("working", "halfway")
+    assert await task.complete(json.dumps({"content": [{"type": "text", "text": "ok"}], "isError": False}))
+    got = json.loads(await engine.get("alice", task.task_id))
+    assert got["status"] == "completed"
+    assert got["result"]["resultType"] == "complete"
+
+
+async def test_errors_carry_codes_and_builtin_bases() -> None:
+    engine = _native.Engine("memory://")
+    _, task = await engine.create_task("alice", "tool")
+    with pytest.raises(TaskNotFoundError) as caught:
+        await engine.get("bob", task.task_id)  # another principal sees "not found"
+    assert caught.value.code == -32602
+    assert isinstance(caught.value, LookupError) and isinstance(caught.value, McpTaskError)
+    with pytest.raises(InvalidParamsError):
+        await engine.update("alice", task.task_id, "[1, 2]")
+    with pytest.raises(InvalidParamsError) as too_big:
+        engine.check_arguments(json.dumps({"x": "y" * (2 << 20)}))
+    assert too_big.value.data["what"] == "arguments"
+
+
+async def test_input_round_and_cancel() -> None:
+    engine = _native.Engine("memory://")
+    _, task = await engine.create_task("p", "tool")
+    asking = asyncio.ensure_future(
+        task.request_input(json.dumps({"a": {"method": "roots/list", "params": {}}, "b": {"method": "roots/list", "params": {}}}))
+    )
+    for _ in range(200):
+        got = json.loads(await engine.get("p", task.task_id))
+        if got["status"] == "input_required":
+            break
+        await asyncio.sleep(0.005)
+    assert sorted(got["inputRequests"]) == ["a", "b"]
+    await engine.update("p", task.task_id, json.dumps({"a": {"roots": []}}))
+    got = json.loads(await engine.get("p", task.task_id))
+    assert list(got["inputRequests"]) == ["b"], "answered keys leave at once"
+    await engine.update("p", task.task_id, json.dumps({"b": {"roots": []}}))
+    assert sorted(json.loads(await asking)) == ["a", "b"]
+    await engine.cancel("p", task.task_id)
+    assert task.is_cancelled()
+    assert not await task.complete(json.dumps({"content": []})), "a result after cancel is discarded"
+    assert json.loads(await engine.get("p", task.task_id))["status"] == "cancelled"
+
+
+CRASHING_HOST = """
+import asyncio, json, os, sys
+from mcp_tasks import _native
+
+async def main():
+    engine = _native.Engine(sys.argv[1])
+    _, done = await engine.create_task("p", "tool")
+    await done.complete(json.dumps({"content": []}))
+    _, running = await engine.create_task("p", "tool")
+    print(done.task_id, running.task_id, flush=True)
+    os._exit(0)  # die with the task still running: no cleanup runs
+
+asyncio.run(main())
+"""
+
+
+async def test_sqlite_tasks_survive_a_dead_process(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'tasks.db'}"
+    out = subprocess.run([sys.executable, "-c", CRASHING_HOST, url], capture_output=True, text=True, check=True)
+    done_id, running_id = out.stdout.split()
+    engine = _native.Engine(url)
+    assert json.loads(await engine.get("p", done_id))["status"] == "completed"
+    abandoned = json.loads(await engine.get("p", running_id))
+    assert abandoned["status"] == "failed"
+    assert abandoned["error"]["data"]["reason"] == "server_restarted"
