@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -127,3 +128,28 @@ def test_mcp_name_must_match_the_task_id(url: str) -> None:
     assert wrong["error"]["code"] == -32020
     unknown = call(url, "tasks/get", {"taskId": "no-such-task"})
     assert unknown["error"]["code"] == -32602
+
+
+def test_listen_streams_task_notifications(url: str) -> None:
+    created = call(url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.3, "label": "n"}})["result"]
+    params = {"notifications": {"taskIds": [created["taskId"], "not-mine"]}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": TASKS,
+    }}
+    body = {"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": params}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"}
+    messages: list[dict[str, Any]] = []
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=10) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                messages.append(json.loads(line[5:]))
+                if "result" in messages[-1]:
+                    break
+    assert messages[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert messages[0]["params"]["notifications"]["taskIds"] == [created["taskId"]]
+    statuses = [m["params"]["status"] for m in messages if m.get("method") == "notifications/tasks"]
+    assert statuses[-1] == "completed" and statuses[0] == "working"
+    assert all(m.get("params", m.get("result", {}))["_meta"]["io.modelcontextprotocol/subscriptionId"] == 77 for m in messages)
+    assert messages[-1]["result"]["resultType"] == "complete"
+    refused = call(url, "subscriptions/listen", {"notifications": {"taskIds": [created["taskId"]]}}, caps={})
+    assert refused["error"]["code"] == -32021

@@ -60,6 +60,7 @@ def build(store: str) -> MCPServer:
         },
     )
     server = MCPServer("mcp-tasks-python-fixtures", extensions=[tasks])
+    tasks.serve_listen(server)
 
     @server.tool()
     def greet(name: str = "World") -> str:

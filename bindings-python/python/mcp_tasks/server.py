@@ -23,7 +23,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, RequestParams
+from mcp_types import CallToolRequestParams, RequestParams, SubscriptionsListenRequestParams
 from pydantic import BaseModel
 
 from . import _native
@@ -230,6 +230,50 @@ class TasksExtension(Extension):
         except McpTaskError as e:
             raise _rpc_error(e) from e
         return {"resultType": "complete"}
+
+    # -- subscriptions/listen -------------------------------------------------------------------
+
+    def serve_listen(self, server: Any) -> None:
+        """Serves ``notifications/tasks`` on ``server``'s ``subscriptions/listen``.
+
+        mcp's own listen handler knows only the core event kinds and its filter has no
+        ``taskIds``, and extensions may not bind spec methods, so this wraps the low-level
+        handler: a filter with ``taskIds`` is served from the engine, any other goes to mcp's.
+        Call once after ``MCPServer(..., extensions=[tasks])``.
+        """
+        lowlevel = server._lowlevel_server
+        entry = lowlevel.get_request_handler("subscriptions/listen")
+        inner = entry.handler if entry is not None else None
+
+        async def listen(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+            raw = (ctx.params or {}).get("notifications")
+            task_ids = raw.get("taskIds") if isinstance(raw, Mapping) else None
+            if task_ids is None:
+                if inner is None:
+                    raise MCPError(-32601, "subscriptions/listen is not served")
+                return await inner(ctx, params)
+            self._require(ctx, "subscriptions/listen with taskIds")
+            if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+                raise MCPError(-32602, "notifications.taskIds must be a list of strings")
+            return await self._listen_tasks(ctx, task_ids)
+
+        params_type = entry.params_type if entry is not None else SubscriptionsListenRequestParams
+        lowlevel.add_request_handler("subscriptions/listen", params_type, listen)
+
+    async def _listen_tasks(self, ctx: ServerRequestContext[Any, Any], task_ids: list[str]) -> dict[str, Any]:
+        # The ack first (only ids this caller may see), then the full DetailedTask on every change,
+        # every frame stamped with the listen request's id; the stream ends gracefully once every
+        # accepted task is terminal.
+        meta = {"io.modelcontextprotocol/subscriptionId": ctx.request_id}
+        subscription = await self._engine.subscribe(self._principal(ctx), task_ids)
+        outbound = ctx.session._request_outbound  # type: ignore[attr-defined]
+        await outbound.notify(
+            "notifications/subscriptions/acknowledged",
+            {"_meta": meta, "notifications": {"taskIds": subscription.accepted}},
+        )
+        while (state := await subscription.next()) is not None:
+            await outbound.notify("notifications/tasks", {"_meta": meta, **json.loads(state)})
+        return {"resultType": "complete", "_meta": meta}
 
     # -- tools/call ----------------------------------------------------------------------------
 
