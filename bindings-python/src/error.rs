@@ -2,6 +2,7 @@
 //! `mcp_tasks.errors`, chosen by its JSON-RPC code, carrying `code`, `message` and `data`.
 
 use mcp_tasks::EngineError;
+use mcp_tasks::client::ClientError;
 use mcp_tasks::protocol::{ErrorKind, ProtocolError};
 use pyo3::prelude::*;
 
@@ -44,4 +45,24 @@ pub(crate) fn protocol_error(err: &ProtocolError) -> PyErr {
 /// A JSON argument that did not parse: -32602.
 pub(crate) fn bad_json(what: &str, err: &serde_json::Error) -> PyErr {
     protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {err}")))
+}
+
+/// Maps a client error: a server's JSON-RPC error keeps its code and data; the rest are
+/// internal (-32603) or, for misuse of a task (answering an unknown key), -32602.
+pub(crate) fn client_error(err: ClientError) -> PyErr {
+    let (kind, data) = match &err {
+        ClientError::Rpc(rpc) => {
+            let kind = match rpc.code {
+                -32602 => ErrorKind::InvalidParams,
+                -32021 => ErrorKind::MissingCapability,
+                -32020 => ErrorKind::HeaderMismatch,
+                -32601 => ErrorKind::MethodNotFound,
+                _ => ErrorKind::Internal,
+            };
+            (kind, rpc.data.as_ref().map(|d| d.to_string()))
+        }
+        ClientError::Driver(_) => (ErrorKind::InvalidParams, None),
+        _ => (ErrorKind::Internal, None),
+    };
+    raise(kind, err.code(), err.to_string(), data)
 }

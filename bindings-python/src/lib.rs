@@ -2,6 +2,7 @@
 //! Every function converts its arguments, calls the core, converts back and maps errors
 //! (`error.rs`); file names mirror the core modules.
 
+mod client;
 mod engine;
 mod error;
 
@@ -13,6 +14,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyEngine>()?;
     m.add_class::<engine::PyTaskContext>()?;
     m.add_class::<engine::PySubscription>()?;
+    m.add_class::<client::PyClient>()?;
+    m.add_class::<client::PyTaskExecution>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EXTENSION_ID", mcp_tasks::EXTENSION_ID)?;
     m.add("PROTOCOL_VERSION", mcp_tasks::PROTOCOL_VERSION)?;

@@ -11,10 +11,15 @@ from .errors import (
     MissingCapabilityError,
     TaskNotFoundError,
 )
+from .client import Execution, Outcome, TaskExecution, TasksClient
 from .server import TaskConfig, TasksExtension, default_principal
 
 __all__ = [
     "EXTENSION_ID",
+    "Execution",
+    "Outcome",
+    "TaskExecution",
+    "TasksClient",
     "PROTOCOL_VERSION",
     "HeaderMismatchError",
     "InternalError",

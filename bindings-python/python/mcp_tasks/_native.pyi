@@ -1,9 +1,9 @@
 """Type stubs of the private native module (checked against the built module by mypy stubtest)."""
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import final
 
-__all__ = ["EXTENSION_ID", "Engine", "PROTOCOL_VERSION", "Subscription", "TaskContext", "__version__"]
+__all__ = ["Client", "EXTENSION_ID", "Engine", "PROTOCOL_VERSION", "Subscription", "TaskContext", "TaskExecution", "__version__"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -53,3 +53,32 @@ class Subscription:
     @property
     def accepted(self) -> list[str]: ...
     def next(self) -> Awaitable[str | None]: ...
+
+@final
+class Client:
+    """The task client for one Streamable HTTP endpoint."""
+
+    def __new__(
+        cls,
+        url: str,
+        headers: list[tuple[str, str]] = ...,
+        store: str | None = None,
+        notifications: bool = True,
+        default_poll_ms: int = 1000,
+        min_poll_ms: int = 100,
+        input_handler: Callable[[str | None, str, str], Awaitable[str | None]] | None = None,
+    ) -> Client: ...
+    def call_tool(self, name: str, arguments: str) -> Awaitable[tuple[str, str, TaskExecution | None]]: ...
+    def resume_all(self) -> Awaitable[list[TaskExecution]]: ...
+
+@final
+class TaskExecution:
+    """A task being followed."""
+
+    @property
+    def task_id(self) -> str: ...
+    def latest(self) -> str: ...
+    def next_update(self) -> Awaitable[str | None]: ...
+    def result(self) -> Awaitable[str]: ...
+    def cancel(self, mode: str = "stop") -> None: ...
+    def answer(self, key: str, response: str) -> None: ...

@@ -1,0 +1,126 @@
+"""A client for tasks servers, driven by the Rust core: polls at the server's pace, switches to
+``subscriptions/listen`` notifications when offered, answers input requests, cancels, persists task
+references (SQLite by default) and re-attaches after a restart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import _native
+
+InputHandler = Callable[[str | None, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a call ended: ``kind`` is completed, failed, cancelled, gone or expired."""
+
+    kind: Literal["completed", "failed", "cancelled", "gone", "expired"]
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+def _outcome(text: str) -> Outcome:
+    data = json.loads(text)
+    return Outcome(kind=data["kind"], result=data.get("result"), error=data.get("error"))
+
+
+class TaskExecution:
+    """A task being followed."""
+
+    def __init__(self, native: _native.TaskExecution) -> None:
+        self._native = native
+
+    @property
+    def task_id(self) -> str:
+        return self._native.task_id
+
+    def latest(self) -> dict[str, Any]:
+        """The latest state seen (a ``DetailedTask``)."""
+        return json.loads(self._native.latest())
+
+    async def updates(self) -> AsyncIterator[dict[str, Any]]:
+        """Each newer state, ending when the task has an outcome."""
+        while (state := await self._native.next_update()) is not None:
+            yield json.loads(state)
+
+    async def result(self) -> Outcome:
+        """Waits for the outcome (and marks it delivered, so ``resume_all`` will not repeat it)."""
+        return _outcome(await self._native.result())
+
+    def cancel(self, mode: Literal["stop", "observe"] = "stop") -> None:
+        """Sends ``tasks/cancel``; ``observe`` keeps following until the task is terminal."""
+        self._native.cancel(mode)
+
+    def answer(self, key: str, response: Mapping[str, Any]) -> None:
+        """Answers input request ``key`` (sent with ``tasks/update``)."""
+        self._native.answer(key, json.dumps(response))
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What a ``tools/call`` became: an immediate result or a task."""
+
+    immediate: dict[str, Any] | None
+    task: TaskExecution | None
+
+    async def result(self) -> Outcome:
+        if self.task is not None:
+            return await self.task.result()
+        return Outcome(kind="completed", result=self.immediate)
+
+
+class TasksClient:
+    """A tasks client for one Streamable HTTP endpoint (MCP 2026-07-28).
+
+    ``store``: ``sqlite:///path``, ``memory://``, or None for the default SQLite file
+    (``$MCP_TASKS_CLIENT_DB`` or the XDG data dir). ``input_handler`` answers elicitation,
+    sampling and roots requests: ``async (task_id, key, request) -> response | None``; create the
+    client inside the event loop that should run it.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        store: str | None = None,
+        notifications: bool = True,
+        default_poll_ms: int = 1000,
+        min_poll_ms: int = 100,
+        input_handler: InputHandler | None = None,
+    ) -> None:
+        callback = None
+        if input_handler is not None:
+            handler = input_handler
+
+            async def callback(task_id: str | None, key: str, request: str) -> str | None:
+                answer = await handler(task_id, key, json.loads(request))
+                return None if answer is None else json.dumps(answer)
+
+        self._native = _native.Client(
+            url,
+            headers=list((headers or {}).items()),
+            store=store,
+            notifications=notifications,
+            default_poll_ms=default_poll_ms,
+            min_poll_ms=min_poll_ms,
+            input_handler=callback,
+        )
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Execution:
+        """Calls a tool; MRTR rounds are answered by the input handler and retried."""
+        kind, body, task = await self._native.call_tool(name, json.dumps(dict(arguments or {})))
+        if kind == "task" and task is not None:
+            return Execution(immediate=None, task=TaskExecution(task))
+        return Execution(immediate=json.loads(body), task=None)
+
+    async def resume_all(self) -> list[TaskExecution]:
+        """Re-attaches to every task of this endpoint whose outcome was not delivered yet."""
+        return [TaskExecution(t) for t in await self._native.resume_all()]
+
+
+__all__ = ["Execution", "InputHandler", "Outcome", "TaskExecution", "TasksClient"]

@@ -1,0 +1,107 @@
+"""The Python client (over the Rust core) against the Rust host's conformance fixture server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_tasks import InvalidParamsError, TasksClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    binary = ROOT / "target/debug/fixture-server"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures"], cwd=ROOT, check=True)
+    proc = subprocess.Popen([str(binary), "0"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("listening on "), line
+    yield line.split()[-1]
+    proc.kill()
+    proc.wait()
+
+
+def text(result: dict[str, Any] | None) -> str:
+    assert result is not None
+    return str(result["content"][0]["text"])
+
+
+@pytest.mark.parametrize("notifications", [False, True])
+async def test_poll_or_listen_to_completion(url: str, notifications: bool) -> None:
+    client = TasksClient(url, store="memory://", notifications=notifications)
+    execution = await client.call_tool("slow_compute", {"seconds": 0.3, "label": "py"})
+    assert execution.task is not None
+    states = [state["status"] async for state in execution.task.updates()]
+    assert states[-1] == "completed"
+    outcome = await execution.result()
+    assert outcome.kind == "completed" and text(outcome.result) == "Computed py in 0.3s"
+
+
+async def test_immediate_results_and_errors(url: str) -> None:
+    client = TasksClient(url, store="memory://")
+    execution = await client.call_tool("greet", {"name": "Py"})
+    assert execution.task is None and text(execution.immediate) == "Hello, Py!"
+    with pytest.raises(InvalidParamsError) as caught:
+        await client.call_tool("no_such_tool")
+    assert caught.value.code == -32602
+
+
+async def test_input_handler_answers_elicitation_and_mrtr(url: str) -> None:
+    asked: list[str] = []
+
+    async def answer(task_id: str | None, key: str, request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(key)
+        message = request["params"]["message"]
+        if key == "user_name":
+            return {"action": "accept", "content": {"name": "Ada"}}
+        if message.startswith("Delete"):
+            return {"action": "accept", "content": {"confirm": True}}
+        return {"action": "accept", "content": {"name": message.split()[0]}}
+
+    client = TasksClient(url, store="memory://", input_handler=answer)
+    assert text((await (await client.call_tool("confirm_delete", {"filename": "f"})).result()).result) == "Deleted f"
+    assert text((await (await client.call_tool("multi_input")).result()).result) == "Got First and Second"
+    assert "Ada" in text((await (await client.call_tool("test_tool_with_task")).result()).result)
+    assert sorted(asked) == ["confirm_delete", "first", "second", "user_name"]
+
+
+async def test_answer_by_hand_and_cancel(url: str) -> None:
+    client = TasksClient(url, store="memory://")
+    execution = await client.call_tool("confirm_delete", {"filename": "g"})
+    assert execution.task is not None
+    async for state in execution.task.updates():
+        if state["status"] == "input_required":
+            [key] = state["inputRequests"]
+            execution.task.answer(key, {"action": "decline"})
+            break
+    assert text((await execution.result()).result) == "Kept g"
+    slow = await client.call_tool("slow_compute", {"seconds": 30})
+    assert slow.task is not None
+    slow.task.cancel("observe")
+    assert (await slow.result()).kind == "cancelled"
+    failed = await (await client.call_tool("protocol_error_job")).result()
+    assert failed.kind == "failed" and failed.error is not None and failed.error["code"] == -32603
+
+
+async def test_resume_after_restart_delivers_once(url: str, tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path / 'refs.db'}"
+    first = TasksClient(url, store=store, notifications=False)
+    execution = await first.call_tool("slow_compute", {"seconds": 0.5})
+    assert execution.task is not None
+    task_id = execution.task.task_id
+    del execution, first  # the "process" goes away mid-task
+    await asyncio.sleep(0.05)
+    again = TasksClient(url, store=store, notifications=False)
+    [resumed] = await again.resume_all()
+    assert resumed.task_id == task_id
+    assert (await resumed.result()).kind == "completed"
+    assert await TasksClient(url, store=store).resume_all() == []
