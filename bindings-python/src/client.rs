@@ -111,6 +111,30 @@ impl PyClient {
         })
     }
 
+    /// Follows a task from a `CreateTaskResult` (JSON) received elsewhere, e.g. by `mcp.Client`.
+    fn follow<'py>(
+        &self,
+        py: Python<'py>,
+        created: String,
+        tool: String,
+        arguments: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let bad =
+            |e: serde_json::Error| pyo3::exceptions::PyValueError::new_err(format!("not a CreateTaskResult: {e}"));
+        let created: Value = serde_json::from_str(&created).map_err(bad)?;
+        let arguments: Value = serde_json::from_str(&arguments).map_err(bad)?;
+        let task = match mcp_tasks::protocol::client::classify("tools/call", created, true) {
+            Ok(mcp_tasks::protocol::client::CallResult::Task(task)) => task,
+            Ok(_) => return Err(pyo3::exceptions::PyValueError::new_err("not a CreateTaskResult")),
+            Err(e) => return Err(client_error(e.into())),
+        };
+        let client = self.inner.clone();
+        future_into_py(py, async move {
+            let execution = client.follow(task, &tool, arguments).await.map_err(client_error)?;
+            Ok(PyTaskExecution::new(execution))
+        })
+    }
+
     /// Re-attaches to every task whose outcome was not delivered yet.
     fn resume_all<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = self.inner.clone();

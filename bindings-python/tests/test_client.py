@@ -105,3 +105,19 @@ async def test_resume_after_restart_delivers_once(url: str, tmp_path: Path) -> N
     assert resumed.task_id == task_id
     assert (await resumed.result()).kind == "completed"
     assert await TasksClient(url, store=store).resume_all() == []
+
+
+async def test_mcp_client_call_tool_is_transparent_for_tasks(url: str) -> None:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_tasks import TasksClientExtension
+
+    async with Client(url, extensions=[TasksClientExtension(url, store="memory://")]) as client:
+        result = await client.call_tool("slow_compute", {"seconds": 0.2, "label": "mcp"})
+        assert result.content[0].text == "Computed mcp in 0.2s"  # type: ignore[union-attr]
+        plain = await client.call_tool("greet", {"name": "mcp"})
+        assert plain.content[0].text == "Hello, mcp!"  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as failed:
+            await client.call_tool("protocol_error_job", {})
+        assert failed.value.code == -32603

@@ -11,7 +11,7 @@ from .errors import (
     MissingCapabilityError,
     TaskNotFoundError,
 )
-from .client import Execution, Outcome, TaskExecution, TasksClient
+from .client import Execution, Outcome, TaskExecution, TasksClient, TasksClientExtension
 from .server import TaskConfig, TasksExtension, default_principal
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Outcome",
     "TaskExecution",
     "TasksClient",
+    "TasksClientExtension",
     "PROTOCOL_VERSION",
     "HeaderMismatchError",
     "InternalError",

@@ -9,6 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, Result
+
 from . import _native
 
 InputHandler = Callable[[str | None, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -123,4 +127,79 @@ class TasksClient:
         return [TaskExecution(t) for t in await self._native.resume_all()]
 
 
-__all__ = ["Execution", "InputHandler", "Outcome", "TaskExecution", "TasksClient"]
+class CreateTaskResult(Result):
+    """The flat ``CreateTaskResult`` (``resultType: "task"``) as mcp's client sees it."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+
+
+class TasksClientExtension(ClientExtension):
+    """Makes ``mcp.Client.call_tool`` transparent for task results: the client declares the
+    extension, and a ``CreateTaskResult`` is followed to its outcome by the Rust client (same
+    endpoint ``url`` and ``headers``), then returned as the ``CallToolResult``. A failed task
+    raises ``MCPError`` with its JSON-RPC error; cancelled, gone or expired tasks raise
+    ``MCPError`` -32603.
+
+    ``mcp.Client(url, extensions=[TasksClientExtension(url)])``
+    """
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        store: str | None = None,
+        notifications: bool = True,
+        input_handler: InputHandler | None = None,
+    ) -> None:
+        self._options: dict[str, Any] = {
+            "headers": headers,
+            "store": store,
+            "notifications": notifications,
+            "input_handler": input_handler,
+        }
+        self._url = url
+        self._client: TasksClient | None = None
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve)]
+
+    @property
+    def client(self) -> TasksClient:
+        """The tasks client that follows claimed tasks (created on first use, on the running loop)."""
+        if self._client is None:
+            self._client = TasksClient(self._url, **self._options)
+        return self._client
+
+    async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> CallToolResult:
+        payload = created.model_dump(by_alias=True, mode="json")
+        native = await self.client._native.follow(json.dumps(payload), ctx.tool_name, "{}")
+        outcome = await TaskExecution(native).result()
+        if outcome.kind == "completed" and outcome.result is not None:
+            return CallToolResult.model_validate(outcome.result)
+        if outcome.kind == "failed" and outcome.error is not None:
+            raise MCPError(outcome.error["code"], outcome.error["message"], outcome.error.get("data"))
+        raise MCPError(-32603, f"task {created.task_id} ended {outcome.kind}")
+
+
+__all__ = [
+    "CreateTaskResult",
+    "Execution",
+    "InputHandler",
+    "Outcome",
+    "TaskExecution",
+    "TasksClient",
+    "TasksClientExtension",
+]

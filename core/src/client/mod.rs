@@ -34,7 +34,7 @@ use crate::protocol::client::{
     CallResult, CancelMode, DriverConfig, DriverError, DriverEvent, InvalidResult, Outcome, Outgoing, TaskDriver,
     classify, parse_detailed,
 };
-use crate::protocol::{DetailedTask, ErrorKind, RpcError};
+use crate::protocol::{DetailedTask, ErrorKind, RpcError, Task};
 
 /// Why a client call failed.
 #[non_exhaustive]
@@ -402,22 +402,28 @@ impl Client {
                     }
                 }
                 CallResult::Task(task) => {
-                    let driver = TaskDriver::new(task, self.inner.clock.now_ms(), self.inner.config.driver);
-                    let reference = TaskReference {
-                        endpoint: self.inner.transport.endpoint().to_owned(),
-                        task_id: driver.task_id().to_owned(),
-                        tool: name.to_owned(),
-                        arguments: params["arguments"].clone(),
-                        state: driver.state().clone(),
-                        outcome: None,
-                        delivered: false,
-                    };
-                    self.inner.store.save(&reference).await?;
-                    return Ok(Execution::Task(self.follow(driver, reference)));
+                    return Ok(Execution::Task(self.follow(task, name, params["arguments"].clone()).await?));
                 }
             }
         }
         Err(ClientError::Rpc(RpcError::internal("too many input rounds")))
+    }
+
+    /// Follows a task created by a `tools/call` this client did not send (e.g. one a host SDK
+    /// sent and received the `CreateTaskResult` of): persists its reference and drives it.
+    pub async fn follow(&self, task: Task, tool: &str, arguments: Value) -> Result<TaskExecution, ClientError> {
+        let driver = TaskDriver::new(task, self.inner.clock.now_ms(), self.inner.config.driver);
+        let reference = TaskReference {
+            endpoint: self.inner.transport.endpoint().to_owned(),
+            task_id: driver.task_id().to_owned(),
+            tool: tool.to_owned(),
+            arguments,
+            state: driver.state().clone(),
+            outcome: None,
+            delivered: false,
+        };
+        self.inner.store.save(&reference).await?;
+        Ok(self.spawn(driver, reference))
     }
 
     /// Re-attaches to every task of this endpoint whose outcome was not delivered yet (after a
@@ -428,12 +434,12 @@ impl Client {
         for reference in self.inner.store.pending(&endpoint).await? {
             let driver =
                 TaskDriver::resume(reference.state.clone(), self.inner.clock.now_ms(), self.inner.config.driver);
-            executions.push(self.follow(driver, reference));
+            executions.push(self.spawn(driver, reference));
         }
         Ok(executions)
     }
 
-    fn follow(&self, driver: TaskDriver, reference: TaskReference) -> TaskExecution {
+    fn spawn(&self, driver: TaskDriver, reference: TaskReference) -> TaskExecution {
         let (state_tx, state) = watch::channel(driver.latest().clone());
         let (outcome_tx, outcome) = watch::channel(reference.outcome.clone());
         let (commands, rx) = mpsc::unbounded_channel();
