@@ -1,10 +1,13 @@
 //! The task client over real loopback HTTP against the Rust host.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use common::{task, text};
 use futures::StreamExt;
 use mcp_tasks::client::{
     Client, ClientConfig, ClientError, Execution, HttpTransport, ListenStream, SqliteClientStore, Transport, input_fn,
@@ -122,20 +125,6 @@ fn recording(url: &str) -> Arc<Recording> {
 
 fn polling_only() -> ClientConfig {
     ClientConfig { notifications: false, ..ClientConfig::default() }
-}
-
-fn task(execution: Execution) -> mcp_tasks::client::TaskExecution {
-    match execution {
-        Execution::Task(task) => task,
-        Execution::Immediate(result) => panic!("expected a task, got {result}"),
-    }
-}
-
-fn text(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Completed { result } => result["content"][0]["text"].as_str().unwrap_or("").to_owned(),
-        other => panic!("expected completed, got {other:?}"),
-    }
 }
 
 #[tokio::test]

@@ -4,12 +4,15 @@
 //! These need the Python environment from `bindings-python/dev-env`, so they are `#[ignore]`d in
 //! plain `cargo test`; `tests/run-all` runs them with `--ignored` and `MCP_TASKS_PYTHON` set.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mcp_tasks::client::{Client, ClientConfig, Execution, TaskExecution, input_fn};
+use common::{task, text};
+use mcp_tasks::client::{Client, ClientConfig, Execution, input_fn};
 use mcp_tasks::protocol::client::{CancelMode, Outcome};
 use serde_json::{Value, json};
 
@@ -46,20 +49,6 @@ fn python_server() -> PythonServer {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     PythonServer { child, url }
-}
-
-fn task(execution: Execution) -> TaskExecution {
-    match execution {
-        Execution::Task(task) => task,
-        Execution::Immediate(result) => panic!("expected a task, got {result}"),
-    }
-}
-
-fn text(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Completed { result } => result["content"][0]["text"].as_str().unwrap_or("").to_owned(),
-        other => panic!("expected completed, got {other:?}"),
-    }
 }
 
 #[tokio::test]

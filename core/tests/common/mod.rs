@@ -22,6 +22,24 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 
+/// The task of an execution that must have become one.
+pub fn task(execution: mcp_tasks::client::Execution) -> mcp_tasks::client::TaskExecution {
+    match execution {
+        mcp_tasks::client::Execution::Task(task) => task,
+        mcp_tasks::client::Execution::Immediate(result) => panic!("expected a task, got {result}"),
+    }
+}
+
+/// The first text content of a completed outcome.
+pub fn text(outcome: &mcp_tasks::protocol::client::Outcome) -> String {
+    match outcome {
+        mcp_tasks::protocol::client::Outcome::Completed { result } => {
+            result["content"][0]["text"].as_str().unwrap_or("").to_owned()
+        }
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
