@@ -463,16 +463,10 @@ async fn flush(inner: &Inner, driver: &mut TaskDriver) {
         let result = inner.transport.request(out.method(), out.params()).await;
         let now = inner.clock.now_ms();
         match (&out, result) {
-            (Outgoing::Get { .. }, Ok(mut value)) => {
-                if let Some(map) = value.as_object_mut() {
-                    map.remove("resultType");
-                    map.remove("_meta");
-                }
-                match parse_detailed(value) {
-                    Ok(task) => driver.handle_get(now, task),
-                    Err(e) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
-                }
-            }
+            (Outgoing::Get { .. }, Ok(value)) => match parse_detailed(value) {
+                Ok(task) => driver.handle_get(now, task),
+                Err(e) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
+            },
             (Outgoing::Get { .. }, Err(ClientError::Rpc(e))) => driver.handle_get_error(now, &e),
             (Outgoing::Get { .. }, Err(e)) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
             (out, Ok(_)) => driver.handle_ack(now, out.method(), Ok(())),

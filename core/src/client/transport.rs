@@ -245,11 +245,7 @@ impl Transport for HttpTransport {
         tokio::spawn(async move {
             while let Some(Ok(message)) = messages.next().await {
                 if message["method"] == "notifications/tasks" {
-                    let mut params = message["params"].clone();
-                    if let Some(map) = params.as_object_mut() {
-                        map.remove("_meta");
-                    }
-                    if let Ok(task) = parse_detailed(params)
+                    if let Ok(task) = parse_detailed(message["params"].clone())
                         && tx.send(task).await.is_err()
                     {
                         return; // nobody listens any more: dropping the stream closes it

@@ -64,7 +64,8 @@ pub fn classify(method: &str, result: Value, declared_tasks: bool) -> Result<Cal
     }
 }
 
-/// Decodes a `DetailedTask` from a `tasks/get` result or `notifications/tasks` params.
+/// Decodes a `DetailedTask` from a `tasks/get` result or `notifications/tasks` params as they
+/// arrive: envelope keys (`resultType`, `_meta`) are ignored like any other unknown key.
 pub fn parse_detailed(value: Value) -> Result<DetailedTask, InvalidResult> {
     check_task_fields(&value)?;
     let task: DetailedTask = serde_json::from_value(value).map_err(|e| InvalidResult::MalformedTask(e.to_string()))?;
