@@ -7,8 +7,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::{Engine, EngineError, Live, Waiter};
-use crate::protocol::{InputRequests, InputResponses, ProtocolError, RpcError, TaskEvent, TaskStatus, TransitionError};
+use super::{Engine, EngineError, Limits, Live, Waiter};
+use crate::protocol::{InputRequests, InputResponses, RpcError, TaskEvent, TaskStatus, TransitionError};
 
 /// The work's handle on its task. Finish it with [`TaskContext::complete`] or
 /// [`TaskContext::fail`]; dropping it unfinished fails the task with -32603, so a panicking or
@@ -65,13 +65,9 @@ impl TaskContext {
     /// discarded. A result over the size limit fails the task with -32603 instead.
     pub async fn complete(mut self, result: Value) -> Result<bool, EngineError> {
         self.finished = true;
-        let size = serde_json::to_vec(&result).map(|v| v.len()).unwrap_or(usize::MAX);
-        let limit = self.engine.config().limits.max_result_bytes;
-        let event = if size > limit {
-            let err = ProtocolError::TooLarge { what: "tool result", size, limit };
-            TaskEvent::Fail(RpcError::internal(err.to_string()))
-        } else {
-            TaskEvent::Complete(result)
+        let event = match Limits::check("tool result", &result, self.engine.config().limits.max_result_bytes) {
+            Ok(()) => TaskEvent::Complete(result),
+            Err(too_large) => TaskEvent::Fail(RpcError::internal(too_large.to_string())),
         };
         self.finish(event).await
     }

@@ -36,6 +36,14 @@ pub struct Limits {
     pub max_result_bytes: usize,
 }
 
+impl Limits {
+    /// Refuses `value` with -32602 if its serialized JSON is larger than `limit` bytes.
+    pub fn check(what: &'static str, value: &impl serde::Serialize, limit: usize) -> Result<(), ProtocolError> {
+        let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > limit { Err(ProtocolError::TooLarge { what, size, limit }) } else { Ok(()) }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self { max_arguments_bytes: 1 << 20, max_input_responses_bytes: 1 << 20, max_result_bytes: 8 << 20 }
@@ -383,11 +391,7 @@ impl Engine {
     /// `tasks/update`: delivers answers. Unknown or already-answered keys and updates to
     /// terminal tasks are acknowledged and change nothing.
     pub async fn update(&self, principal: &str, id: &str, responses: InputResponses) -> Result<(), EngineError> {
-        let size = serde_json::to_vec(&responses).map(|v| v.len()).unwrap_or(usize::MAX);
-        let limit = self.inner.config.limits.max_input_responses_bytes;
-        if size > limit {
-            return Err(ProtocolError::TooLarge { what: "inputResponses", size, limit }.into());
-        }
+        self.check_input_responses(&responses)?;
         self.read(principal, id).await?;
         match self.change(id, TaskEvent::ProvideInput(responses)).await {
             Ok(_) | Err(EngineError::Transition(TransitionError::Terminal(_))) => Ok(()),
@@ -563,9 +567,12 @@ impl Engine {
 
     /// Checks the serialized size of `arguments` against the limit.
     pub fn check_arguments(&self, arguments: &serde_json::Map<String, Value>) -> Result<(), ProtocolError> {
-        let size = serde_json::to_vec(arguments).map(|v| v.len()).unwrap_or(usize::MAX);
-        let limit = self.inner.config.limits.max_arguments_bytes;
-        if size > limit { Err(ProtocolError::TooLarge { what: "arguments", size, limit }) } else { Ok(()) }
+        Limits::check("arguments", arguments, self.inner.config.limits.max_arguments_bytes)
+    }
+
+    /// Checks the serialized size of `inputResponses` (a `tasks/update` or an MRTR retry).
+    pub fn check_input_responses(&self, responses: &InputResponses) -> Result<(), ProtocolError> {
+        Limits::check("inputResponses", responses, self.inner.config.limits.max_input_responses_bytes)
     }
 }
 

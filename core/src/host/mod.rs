@@ -175,7 +175,7 @@ impl Host {
         let bytes = match axum::body::to_bytes(body, limit).await {
             Ok(bytes) => bytes,
             Err(_) => {
-                let err = ProtocolError::TooLarge { what: "request body", size: limit + 1, limit };
+                let err = ProtocolError::BodyTooLarge { limit };
                 return error_reply(None, &Failure::Protocol(err), wants_sse);
             }
         };
@@ -289,11 +289,7 @@ impl Host {
         let dispatch = negotiation::decide(tool.mode, envelope.declares_tasks())?;
         engine.check_arguments(&params.arguments)?;
         if let Some(responses) = &params.input_responses {
-            let size = serde_json::to_vec(responses).map(|v| v.len()).unwrap_or(usize::MAX);
-            let limit = engine.config().limits.max_input_responses_bytes;
-            if size > limit {
-                return Err(ProtocolError::TooLarge { what: "inputResponses", size, limit }.into());
-            }
+            engine.check_input_responses(responses)?;
         }
         let key = &self.inner.state_key;
         let state = params

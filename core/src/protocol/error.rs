@@ -174,10 +174,17 @@ pub enum ProtocolError {
     /// The body is not a JSON-RPC 2.0 request.
     #[error("Invalid request: {0}")]
     InvalidRequest(String),
-    /// Something exceeds a configured size limit; `what` names it.
+    /// The HTTP body exceeds the configured limit (reading stopped there, so its full size is
+    /// unknown).
+    #[error("request body is over the limit of {limit} bytes")]
+    BodyTooLarge {
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// A JSON value in the params exceeds a configured size limit; `what` names it.
     #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
     TooLarge {
-        /// What was too large ("request body", "arguments", ...).
+        /// What was too large ("arguments", "inputResponses", "tool result").
         what: &'static str,
         /// Its size in bytes.
         size: usize,
@@ -223,7 +230,7 @@ impl ProtocolError {
         match self {
             Self::Parse(_) => ErrorKind::Parse,
             Self::InvalidRequest(_) => ErrorKind::InvalidRequest,
-            Self::TooLarge { what, .. } if *what == "request body" => ErrorKind::TooLarge,
+            Self::BodyTooLarge { .. } => ErrorKind::TooLarge,
             Self::TooLarge { .. } => ErrorKind::InvalidParams,
             Self::MethodNotFound(_) => ErrorKind::MethodNotFound,
             Self::InvalidParams(_) => ErrorKind::InvalidParams,
@@ -255,6 +262,10 @@ impl ProtocolError {
             }
             Self::TooLarge { what, size, limit } => {
                 err.with_data(json!({ "what": what, "size": size, "limit": limit }))
+            }
+            // `size` is the first byte past the limit: reading stopped there.
+            Self::BodyTooLarge { limit } => {
+                err.with_data(json!({ "what": "request body", "size": limit + 1, "limit": limit }))
             }
             _ => err,
         }
