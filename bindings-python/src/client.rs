@@ -13,7 +13,7 @@ use pyo3_async_runtimes::TaskLocals;
 use pyo3_async_runtimes::tokio::future_into_py;
 use serde_json::Value;
 
-use crate::error::client_error;
+use crate::error::{client_error, parse_json, store_path};
 
 /// Calls a Python `async def handler(task_id, key, request_json) -> str | None` for each input
 /// request, on the event loop the client was created on.
@@ -75,18 +75,12 @@ impl PyClient {
         for (name, value) in &headers {
             builder = builder.header(name, value);
         }
-        builder = match store.as_deref() {
-            None => builder,
-            Some("memory://") => builder.memory_store(),
-            Some(url) => match url.strip_prefix("sqlite://") {
+        if let Some(url) = store.as_deref() {
+            builder = match store_path(url)? {
+                None => builder.memory_store(),
                 Some(path) => builder.sqlite_store(path).map_err(client_error)?,
-                None => {
-                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "unknown store {url:?}: use sqlite:///path or memory://"
-                    )));
-                }
-            },
-        };
+            };
+        }
         if let Some(callback) = input_handler {
             // The handler's coroutines run on the loop that is current now.
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
@@ -97,8 +91,7 @@ impl PyClient {
 
     /// Calls a tool; resolves to `("immediate", result_json, None)` or `("task", create_json, TaskExecution)`.
     fn call_tool<'py>(&self, py: Python<'py>, name: String, arguments: String) -> PyResult<Bound<'py, PyAny>> {
-        let arguments: Value = serde_json::from_str(&arguments)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("arguments are not JSON: {e}")))?;
+        let arguments = parse_json("arguments", &arguments)?;
         let client = self.inner.clone();
         future_into_py(py, async move {
             match client.call_tool(&name, arguments).await.map_err(client_error)? {
@@ -119,10 +112,8 @@ impl PyClient {
         tool: String,
         arguments: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let bad =
-            |e: serde_json::Error| pyo3::exceptions::PyValueError::new_err(format!("not a CreateTaskResult: {e}"));
-        let created: Value = serde_json::from_str(&created).map_err(bad)?;
-        let arguments: Value = serde_json::from_str(&arguments).map_err(bad)?;
+        let created = parse_json("CreateTaskResult", &created)?;
+        let arguments = parse_json("arguments", &arguments)?;
         let task = match mcp_tasks::protocol::client::classify("tools/call", created, true) {
             Ok(mcp_tasks::protocol::client::CallResult::Task(task)) => task,
             Ok(_) => return Err(pyo3::exceptions::PyValueError::new_err("not a CreateTaskResult")),
@@ -213,8 +204,7 @@ impl PyTaskExecution {
 
     /// Answers input request `key` with `response` (JSON).
     fn answer(&self, key: &str, response: &str) -> PyResult<()> {
-        let response: Value = serde_json::from_str(response)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("response is not JSON: {e}")))?;
+        let response = parse_json("response", response)?;
         self.inner.answer(key, response).map_err(client_error)
     }
 }

@@ -11,11 +11,7 @@ use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
 
-use crate::error::{bad_json, engine_error, protocol_error};
-
-fn parse(what: &str, text: &str) -> PyResult<serde_json::Value> {
-    serde_json::from_str(text).map_err(|e| bad_json(what, &e))
-}
+use crate::error::{engine_error, parse_json as parse, protocol_error, store_path};
 
 fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("protocol types serialize")
@@ -46,15 +42,12 @@ impl PyEngine {
         default_poll_interval_ms: u64,
         purge_grace_ms: u64,
     ) -> PyResult<Self> {
-        let store: Arc<dyn TaskStore> = if store == "memory://" {
-            Arc::new(MemoryStore::new())
-        } else if let Some(path) = store.strip_prefix("sqlite://") {
-            let opened = py.detach(|| SqliteStore::open(path));
-            Arc::new(opened.map_err(|e| engine_error(EngineError::Store(e)))?)
-        } else {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown store {store:?}: use sqlite:///path or memory://"
-            )));
+        let store: Arc<dyn TaskStore> = match store_path(store)? {
+            None => Arc::new(MemoryStore::new()),
+            Some(path) => {
+                let opened = py.detach(|| SqliteStore::open(path));
+                Arc::new(opened.map_err(|e| engine_error(EngineError::Store(e)))?)
+            }
         };
         let config =
             EngineConfig { default_ttl_ms, default_poll_interval_ms, purge_grace_ms, ..EngineConfig::default() };

@@ -42,9 +42,20 @@ pub(crate) fn protocol_error(err: &ProtocolError) -> PyErr {
     raise(err.kind(), rpc.code, rpc.message, rpc.data.map(|d| d.to_string()))
 }
 
-/// A JSON argument that did not parse: -32602.
-pub(crate) fn bad_json(what: &str, err: &serde_json::Error) -> PyErr {
-    protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {err}")))
+/// Parses a JSON argument; one that does not parse is -32602 (`InvalidParamsError`).
+pub(crate) fn parse_json(what: &str, text: &str) -> PyResult<serde_json::Value> {
+    serde_json::from_str(text)
+        .map_err(|e| protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}"))))
+}
+
+/// Reads a store URL: `Ok(None)` for `memory://`, `Ok(Some(path))` for `sqlite:///path`.
+pub(crate) fn store_path(url: &str) -> PyResult<Option<&str>> {
+    if url == "memory://" {
+        return Ok(None);
+    }
+    url.strip_prefix("sqlite://").map(Some).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("unknown store {url:?}: use sqlite:///path or memory://"))
+    })
 }
 
 /// Maps a client error: a server's JSON-RPC error keeps its code and data; the rest are
