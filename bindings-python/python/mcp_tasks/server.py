@@ -22,6 +22,7 @@ from typing import Any, Literal
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, RequestParams, SubscriptionsListenRequestParams
 from pydantic import BaseModel
@@ -187,13 +188,9 @@ class TasksExtension(Extension):
         extensions = capabilities.extensions if capabilities else None
         return bool(extensions) and EXTENSION_ID in extensions  # type: ignore[operator]
 
-    def _require(self, ctx: ServerRequestContext[Any, Any], method: str) -> None:
-        if not self._declared(ctx):
-            raise MCPError(
-                -32021,
-                f"{method} requires the {EXTENSION_ID} extension in this request's clientCapabilities",
-                {"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}},
-            )
+    def _require(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        # mcp's own check: -32021 with data.requiredCapabilities naming the extension.
+        require_client_extension(ctx, EXTENSION_ID)
 
     def _check_name(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
         # mcp checks Mcp-Name only for core methods; SEP-2663 adds tasks/* (Mcp-Name = taskId).
@@ -205,7 +202,7 @@ class TasksExtension(Extension):
             raise MCPError(-32020, f"Mcp-Name header {name!r} differs from params.taskId {task_id!r}")
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx, "tasks/get")
+        self._require(ctx)
         self._check_name(ctx, params.task_id)
         try:
             task = json.loads(await self._engine.get(self._principal(ctx), params.task_id))
@@ -214,7 +211,7 @@ class TasksExtension(Extension):
         return {"resultType": "complete", **task}
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
-        self._require(ctx, "tasks/update")
+        self._require(ctx)
         self._check_name(ctx, params.task_id)
         try:
             await self._engine.update(self._principal(ctx), params.task_id, json.dumps(params.input_responses))
@@ -223,7 +220,7 @@ class TasksExtension(Extension):
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx, "tasks/cancel")
+        self._require(ctx)
         self._check_name(ctx, params.task_id)
         try:
             await self._engine.cancel(self._principal(ctx), params.task_id)
@@ -252,7 +249,7 @@ class TasksExtension(Extension):
                 if inner is None:
                     raise MCPError(-32601, "subscriptions/listen is not served")
                 return await inner(ctx, params)
-            self._require(ctx, "subscriptions/listen with taskIds")
+            self._require(ctx)
             if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
                 raise MCPError(-32602, "notifications.taskIds must be a list of strings")
             return await self._listen_tasks(ctx, task_ids)
@@ -288,7 +285,7 @@ class TasksExtension(Extension):
         if config.mode == "forbidden" or (config.mode == "optional" and not declared):
             return await call_next(ctx)
         if config.mode == "required" and not declared:
-            self._require(ctx, f"tool {params.name!r}")
+            self._require(ctx)
         if config.prepare is not None:
             answer = await config.prepare(params, ctx)
             if answer is not None:
