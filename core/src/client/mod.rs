@@ -516,9 +516,12 @@ async fn drive(
                 }
             }
         }
-        reference.state = driver.state().clone();
-        if let Err(e) = inner.store.save(&reference).await {
-            tracing::error!(error = %e, "could not persist a task reference");
+        // Persist only what changed: a poll that saw nothing new writes nothing.
+        if reference.outcome.is_some() || reference.state != *driver.state() {
+            reference.state = driver.state().clone();
+            if let Err(e) = inner.store.save(&reference).await {
+                tracing::error!(error = %e, "could not persist a task reference");
+            }
         }
         if let Some(outcome) = &reference.outcome {
             outcome_tx.send_replace(Some(outcome.clone()));
@@ -547,7 +550,6 @@ async fn drive(
                 }
                 Some(Command::Cancel(mode)) => {
                     let _ = driver.cancel(mode);
-                    reference.state = driver.state().clone();
                 }
                 Some(Command::Detach) | None => return,
             },
