@@ -216,7 +216,6 @@ impl Host {
         let engine = &self.inner.engine;
         let result = match method {
             Method::Discover => self.discover(),
-            Method::Ping => to_value(AckResult::new()),
             Method::ToolsList => json!({
                 "resultType": "complete",
                 "tools": self.inner.tools.iter().map(Tool::listing).collect::<Vec<_>>(),

@@ -113,13 +113,16 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
     ErrorRow {
         kind: ErrorKind::InvalidParams,
         code: -32602,
-        http_status: 200,
+        // The 2026-07-28 transport text names no status for -32602; 400 is what the official
+        // Python SDK sends (mcp 2.3.0 `shared/inbound.py` ERROR_CODE_HTTP_STATUS), so a client
+        // sees the same reply from our Rust host and from mcp + our Python extension.
+        http_status: 400,
         when: "missing or wrong-typed params, non-object `_meta`, unknown tool, arguments or input responses over their limit",
     },
     ErrorRow {
         kind: ErrorKind::TaskNotFound,
         code: -32602,
-        http_status: 200,
+        http_status: 400,
         when: "`tasks/*` on an unknown, purged, or another principal's task id",
     },
     ErrorRow {
@@ -197,6 +200,9 @@ pub enum ProtocolError {
     /// Params are malformed.
     #[error("Invalid params: {0}")]
     InvalidParams(String),
+    /// An MRTR `requestState` failed verification (tampered, expired, or for another request).
+    #[error("Invalid or expired requestState")]
+    InvalidRequestState,
     /// The task does not exist for this caller (unknown, purged, or another principal's).
     #[error("Task not found: {0}")]
     TaskNotFound(String),
@@ -233,7 +239,7 @@ impl ProtocolError {
             Self::BodyTooLarge { .. } => ErrorKind::TooLarge,
             Self::TooLarge { .. } => ErrorKind::InvalidParams,
             Self::MethodNotFound(_) => ErrorKind::MethodNotFound,
-            Self::InvalidParams(_) => ErrorKind::InvalidParams,
+            Self::InvalidParams(_) | Self::InvalidRequestState => ErrorKind::InvalidParams,
             Self::TaskNotFound(_) => ErrorKind::TaskNotFound,
             Self::HeaderMismatch(_) => ErrorKind::HeaderMismatch,
             Self::MissingCapability { .. } => ErrorKind::MissingCapability,
@@ -263,6 +269,11 @@ impl ProtocolError {
             Self::TooLarge { what, size, limit } => {
                 err.with_data(json!({ "what": what, "size": size, "limit": limit }))
             }
+            // The same data mcp 2.3.0 sends (`server/request_state.py`), so clients can tell a
+            // stale round from other bad params on either of our servers.
+            Self::InvalidRequestState => err.with_data(json!({ "reason": "invalid_request_state" })),
+            // The method name, as mcp 2.3.0 sends it, so both our servers give the same data.
+            Self::MethodNotFound(method) => err.with_data(json!(method)),
             // `size` is the first byte past the limit: reading stopped there.
             Self::BodyTooLarge { limit } => {
                 err.with_data(json!({ "what": "request body", "size": limit + 1, "limit": limit }))

@@ -7,14 +7,13 @@ use serde_json::{Map, Value};
 use super::error::ProtocolError;
 use super::types::{CallToolParams, ListenParams, RequestId, TaskIdParams, UpdateTaskParams};
 
-/// The methods this server answers. `tasks/list` and `tasks/result` were removed by SEP-2663
-/// and are unknown (-32601) like any other unlisted method.
+/// The methods this server answers. `tasks/list` and `tasks/result` were removed by SEP-2663,
+/// and `ping` is not a 2026-07-28 method (its schema has no PingRequest; mcp 2.3.0 answers it
+/// -32601 too): all are unknown (-32601) like any other unlisted method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     /// `server/discover`.
     Discover,
-    /// `ping`.
-    Ping,
     /// `tools/list`.
     ToolsList,
     /// `tools/call`.
@@ -34,7 +33,6 @@ impl Method {
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "server/discover" => Self::Discover,
-            "ping" => Self::Ping,
             "tools/list" => Self::ToolsList,
             "tools/call" => Self::ToolsCall,
             "tasks/get" => Self::TasksGet,

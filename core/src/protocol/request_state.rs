@@ -34,7 +34,7 @@ pub fn seal(key: &[u8], principal: &str, tool: &str, state: &Value, expires_at_m
 /// Opens a sealed state: -32602 when it was forged, altered, made for another principal or
 /// tool, or has expired at `now_ms`.
 pub fn open(key: &[u8], principal: &str, tool: &str, sealed: &str, now_ms: u64) -> Result<Value, ProtocolError> {
-    let invalid = || ProtocolError::InvalidParams("requestState is invalid or expired".into());
+    let invalid = || ProtocolError::InvalidRequestState;
     let (payload, tag) = sealed.split_once('.').ok_or_else(invalid)?;
     let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| invalid())?;
     let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| invalid())?;
