@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use mcp_tasks::clock::{ManualClock, SequentialIds};
 use mcp_tasks::engine::{EngineConfig, Subscription, TaskContext, TaskHandle, TaskOptions};
 use mcp_tasks::protocol::RpcError;
 use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
@@ -21,26 +22,35 @@ fn to_json(value: &impl serde::Serialize) -> String {
 #[pyclass(name = "Engine", module = "mcp_tasks._native", frozen)]
 pub(crate) struct PyEngine {
     inner: Engine,
-    sweeper: tokio::task::JoinHandle<()>,
+    /// The manual clock when the engine was built with `clock_start_ms` (tests and vectors).
+    clock: Option<Arc<ManualClock>>,
+    sweeper: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for PyEngine {
     fn drop(&mut self) {
         // The sweeper holds the engine (and its store); stop it with the Python object.
-        self.sweeper.abort();
+        if let Some(sweeper) = &self.sweeper {
+            sweeper.abort();
+        }
     }
 }
 
 #[pymethods]
 impl PyEngine {
+    /// Opens the store. `clock_start_ms` gives the engine a manual clock (moved by `advance_clock`, no background
+    /// sweeper: call `sweep`) and `id_prefix` sequential ids `{prefix}-1`, `{prefix}-2`, …: both
+    /// exist so tests and the shared vectors get predictable bytes.
     #[new]
-    #[pyo3(signature = (store, default_ttl_ms = Some(3_600_000), default_poll_interval_ms = 1_000, purge_grace_ms = 300_000))]
+    #[pyo3(signature = (store, default_ttl_ms = Some(3_600_000), default_poll_interval_ms = 1_000, purge_grace_ms = 300_000, *, clock_start_ms = None, id_prefix = None))]
     fn new(
         py: Python<'_>,
         store: &str,
         default_ttl_ms: Option<u64>,
         default_poll_interval_ms: u64,
         purge_grace_ms: u64,
+        clock_start_ms: Option<u64>,
+        id_prefix: Option<String>,
     ) -> PyResult<Self> {
         let store: Arc<dyn TaskStore> = match store_path(store)? {
             None => Arc::new(MemoryStore::new()),
@@ -51,16 +61,47 @@ impl PyEngine {
         };
         let config =
             EngineConfig { default_ttl_ms, default_poll_interval_ms, purge_grace_ms, ..EngineConfig::default() };
+        let clock = clock_start_ms.map(|start| Arc::new(ManualClock::new(start)));
+        let mut builder = Engine::builder(store).config(config);
+        if let Some(clock) = &clock {
+            builder = builder.clock(clock.clone());
+        }
+        if let Some(prefix) = id_prefix {
+            builder = builder.ids(Arc::new(SequentialIds::new(prefix)));
+        }
         let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let manual = clock.is_some();
         let built = py.detach(|| {
             runtime.block_on(async move {
-                let engine = Engine::builder(store).config(config).build().await?;
-                let sweeper = engine.spawn_sweeper();
+                let engine = builder.build().await?;
+                // A manual clock never moves on its own, so a background sweeper would only race
+                // the caller's explicit sweeps.
+                let sweeper = (!manual).then(|| engine.spawn_sweeper());
                 Ok::<_, mcp_tasks::store::StoreError>((engine, sweeper))
             })
         });
         let (inner, sweeper) = built.map_err(|e| engine_error(EngineError::Store(e)))?;
-        Ok(Self { inner, sweeper })
+        Ok(Self { inner, clock, sweeper })
+    }
+
+    /// Moves the manual clock forward; raises RuntimeError unless built with `clock_start_ms`.
+    fn advance_clock(&self, ms: u64) -> PyResult<()> {
+        match &self.clock {
+            Some(clock) => {
+                clock.advance(ms);
+                Ok(())
+            }
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err("the engine runs on the system clock")),
+        }
+    }
+
+    /// Runs one TTL sweep now; resolves to `(expired, purged)`.
+    fn sweep<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.inner.clone();
+        future_into_py(py, async move {
+            let report = engine.sweep().await.map_err(|e| engine_error(EngineError::Store(e)))?;
+            Ok((report.expired, report.purged))
+        })
     }
 
     /// Creates a task durably; resolves to `(create_task_result_json, TaskContext)`.

@@ -12,9 +12,10 @@ from .errors import (
     TaskNotFoundError,
 )
 from .client import Execution, Outcome, TaskExecution, TasksClient, TasksClientExtension
-from .server import TaskConfig, TasksExtension, default_principal
+from .server import CurrentTask, TaskConfig, TasksExtension, current_task, default_principal
 
 __all__ = [
+    "CurrentTask",
     "EXTENSION_ID",
     "Execution",
     "Outcome",
@@ -32,5 +33,6 @@ __all__ = [
     "TaskNotFoundError",
     "TasksExtension",
     "__version__",
+    "current_task",
     "default_principal",
 ]

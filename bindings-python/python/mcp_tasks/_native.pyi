@@ -18,7 +18,12 @@ class Engine:
         default_ttl_ms: int | None = ...,  # 3_600_000; None is unlimited
         default_poll_interval_ms: int = 1000,
         purge_grace_ms: int = 300000,
+        *,
+        clock_start_ms: int | None = None,
+        id_prefix: str | None = None,
     ) -> Engine: ...
+    def advance_clock(self, ms: int) -> None: ...
+    def sweep(self) -> Awaitable[tuple[int, int]]: ...
     def create_task(
         self,
         principal: str,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import copy
 import dataclasses
 import json
@@ -64,7 +65,8 @@ class UpdateTaskParams(RequestParams):
     """``tasks/update`` params."""
 
     task_id: str
-    input_responses: dict[str, Any]
+    # Each response is an object (an ElicitResult, CreateMessageResult, ...): SEP-2663 InputResponses.
+    input_responses: dict[str, dict[str, Any]]
 
 
 def _decode_header(value: str) -> str:
@@ -94,6 +96,41 @@ def default_principal(ctx: ServerRequestContext[Any, Any]) -> str:
     return f"client:{token.client_id}"
 
 
+class CurrentTask:
+    """The running task, as its tool code sees it (from :func:`current_task`)."""
+
+    def __init__(self, native: _native.TaskContext) -> None:
+        self._native = native
+
+    @property
+    def task_id(self) -> str:
+        """The task id the client polls."""
+        return self._native.task_id
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the task was cancelled or expired (the coroutine is cancelled too)."""
+        return self._native.is_cancelled()
+
+    async def set_status(self, message: str) -> None:
+        """Sets the task's ``statusMessage`` (seen by ``tasks/get`` and listeners)."""
+        await self._native.set_status_message(message)
+
+    async def request_input(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+        """Moves the task to ``input_required`` with these ``InputRequests`` (key -> request)
+        and returns the answers once ``tasks/update`` has answered every key.
+        ``ctx.elicit`` does the same for one elicitation."""
+        return dict(json.loads(await self._native.request_input(json.dumps(dict(requests)))))
+
+
+_current: contextvars.ContextVar[CurrentTask] = contextvars.ContextVar("mcp_tasks_current")
+
+
+def current_task() -> CurrentTask | None:
+    """The task the calling tool code runs as, or ``None`` when it runs synchronously."""
+    return _current.get(None)
+
+
 class _TaskOutbound:
     """Stands in for the request's back-channel inside a task: every server-to-client request
     (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) becomes an input request
@@ -120,7 +157,9 @@ class TasksExtension(Extension):
 
     ``store`` is ``sqlite:///path/to/tasks.db`` (durable, the default ``sqlite:///mcp-tasks.db``)
     or ``memory://``. ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other
-    tools use ``default_mode``. ``principal`` derives the caller a task is bound to.
+    tools use ``default_mode``. ``principal`` derives the caller a task is bound to. ``engine``
+    replaces the store and default settings with an engine built by the caller (tests build one
+    with a manual clock and sequential ids).
     """
 
     identifier = "io.modelcontextprotocol/tasks"
@@ -134,8 +173,9 @@ class TasksExtension(Extension):
         default_ttl_ms: int | None = 3_600_000,
         default_poll_interval_ms: int = 1_000,
         principal: PrincipalFn = default_principal,
+        engine: _native.Engine | None = None,
     ) -> None:
-        self._engine = _native.Engine(
+        self._engine = engine or _native.Engine(
             store, default_ttl_ms=default_ttl_ms, default_poll_interval_ms=default_poll_interval_ms
         )
         self._tools: dict[str, TaskConfig] = {}
@@ -315,6 +355,8 @@ class TasksExtension(Extension):
         ctx: ServerRequestContext[Any, Any],
         task: _native.TaskContext,
     ) -> None:
+        # The work's context (copied at task creation) carries the task for current_task().
+        _current.set(CurrentTask(task))
         work = asyncio.ensure_future(call_next(ctx))
         cancelled = asyncio.ensure_future(task.cancelled())
         await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
