@@ -10,7 +10,6 @@ use mcp_tasks::client::{Client, ClientConfig, Execution, InputHandler, TaskExecu
 use mcp_tasks::protocol::client::{CancelMode, DriverConfig};
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
-use pyo3_async_runtimes::tokio::future_into_py;
 use serde_json::Value;
 
 use crate::error::{client_error, parse_json, store_path};
@@ -78,7 +77,8 @@ impl PyClient {
         if let Some(url) = store.as_deref() {
             builder = match store_path(url)? {
                 None => builder.memory_store(),
-                Some(path) => builder.sqlite_store(path).map_err(client_error)?,
+                // The client's references are few and written rarely: always fsynced.
+                Some((path, _)) => builder.sqlite_store(path).map_err(client_error)?,
             };
         }
         if let Some(callback) = input_handler {
@@ -93,7 +93,7 @@ impl PyClient {
     fn call_tool<'py>(&self, py: Python<'py>, name: String, arguments: String) -> PyResult<Bound<'py, PyAny>> {
         let arguments = parse_json("arguments", &arguments)?;
         let client = self.inner.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             match client.call_tool(&name, arguments).await.map_err(client_error)? {
                 Execution::Immediate(result) => Ok(("immediate".to_owned(), result.to_string(), None)),
                 Execution::Task(task) => {
@@ -120,7 +120,7 @@ impl PyClient {
             Err(e) => return Err(client_error(e.into())),
         };
         let client = self.inner.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let execution = client.follow(task, &tool, arguments).await.map_err(client_error)?;
             Ok(PyTaskExecution::new(execution))
         })
@@ -129,7 +129,7 @@ impl PyClient {
     /// Re-attaches to every task whose outcome was not delivered yet.
     fn resume_all<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let client = self.inner.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let tasks = client.resume_all().await.map_err(client_error)?;
             Ok(tasks.into_iter().map(PyTaskExecution::new).collect::<Vec<_>>())
         })
@@ -173,7 +173,7 @@ impl PyTaskExecution {
     /// The next state (JSON), or None once the task has an outcome.
     fn next_update<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let updates = Arc::clone(&self.updates);
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let next = updates.lock().await.next().await;
             Ok(next.map(|task| serde_json::to_string(&task).expect("tasks serialize")))
         })
@@ -183,7 +183,7 @@ impl PyTaskExecution {
     /// `gone`, `expired`) and marks it delivered.
     fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let outcome = inner.result().await.map_err(client_error)?;
             Ok(serde_json::to_string(&outcome).expect("outcomes serialize"))
         })

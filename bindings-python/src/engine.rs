@@ -10,7 +10,6 @@ use mcp_tasks::protocol::RpcError;
 use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
-use pyo3_async_runtimes::tokio::future_into_py;
 
 use crate::error::{engine_error, parse_json as parse, protocol_error, store_path};
 
@@ -54,8 +53,8 @@ impl PyEngine {
     ) -> PyResult<Self> {
         let store: Arc<dyn TaskStore> = match store_path(store)? {
             None => Arc::new(MemoryStore::new()),
-            Some(path) => {
-                let opened = py.detach(|| SqliteStore::open(path));
+            Some((path, durability)) => {
+                let opened = py.detach(|| SqliteStore::open_with(path, durability));
                 Arc::new(opened.map_err(|e| engine_error(EngineError::Store(e)))?)
             }
         };
@@ -98,7 +97,7 @@ impl PyEngine {
     /// Runs one TTL sweep now; resolves to `(expired, purged)`.
     fn sweep<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let report = engine.sweep().await.map_err(|e| engine_error(EngineError::Store(e)))?;
             Ok((report.expired, report.purged))
         })
@@ -118,18 +117,19 @@ impl PyEngine {
         let engine = self.inner.clone();
         let ttl = if unlimited_ttl { Some(None) } else { ttl_ms.map(Some) };
         let options = TaskOptions { ttl_ms: ttl, poll_interval_ms };
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let (created, ctx) = engine.create_task(&principal, &tool, options).await.map_err(engine_error)?;
             let id = ctx.task_id().to_owned();
             let handle = ctx.handle();
-            Ok((to_json(&created), PyTaskContext { id, handle, ctx: parking_lot::Mutex::new(Some(ctx)) }))
+            let ctx = parking_lot::Mutex::new(Some(ctx));
+            Ok((to_json(&created), PyTaskContext { id, handle, ctx, on_cancel: parking_lot::Mutex::new(None) }))
         })
     }
 
     /// `tasks/get`: resolves to the `DetailedTask` JSON.
     fn get<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let task = engine.get(&principal, &task_id).await.map_err(engine_error)?;
             Ok(to_json(&task))
         })
@@ -152,19 +152,19 @@ impl PyEngine {
             }
         };
         let engine = self.inner.clone();
-        future_into_py(py, async move { engine.update(&principal, &task_id, responses).await.map_err(engine_error) })
+        crate::awaitable(py, async move { engine.update(&principal, &task_id, responses).await.map_err(engine_error) })
     }
 
     /// `tasks/cancel`.
     fn cancel<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();
-        future_into_py(py, async move { engine.cancel(&principal, &task_id).await.map_err(engine_error) })
+        crate::awaitable(py, async move { engine.cancel(&principal, &task_id).await.map_err(engine_error) })
     }
 
     /// Opens a notification subscription for `task_ids`.
     fn subscribe<'py>(&self, py: Python<'py>, principal: String, task_ids: Vec<String>) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let subscription = engine.subscribe(&principal, &task_ids).await;
             let accepted = subscription.accepted.clone();
             Ok(PySubscription { accepted, inner: Arc::new(tokio::sync::Mutex::new(subscription)) })
@@ -188,11 +188,27 @@ pub(crate) struct PyTaskContext {
     id: String,
     handle: TaskHandle,
     ctx: parking_lot::Mutex<Option<TaskContext>>,
+    /// The waiter `on_cancel` started; stopped once the work finishes.
+    on_cancel: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for PyTaskContext {
+    fn drop(&mut self) {
+        self.stop_waiter();
+    }
 }
 
 impl PyTaskContext {
+    /// The work is finishing: its cancel callback must not run any more.
     fn take(&self) -> Option<TaskContext> {
+        self.stop_waiter();
         self.ctx.lock().take()
+    }
+
+    fn stop_waiter(&self) {
+        if let Some(waiter) = self.on_cancel.lock().take() {
+            waiter.abort();
+        }
     }
 }
 
@@ -212,16 +228,35 @@ impl PyTaskContext {
     /// Resolves when the task is cancelled or expires.
     fn cancelled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let handle = self.handle.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             handle.cancelled().await;
             Ok(())
         })
     }
 
+    /// Schedules `callback()` on the running event loop once the task is cancelled or expires,
+    /// unless the work completes or fails first. Cheaper than awaiting `cancelled()` next to the
+    /// work: no asyncio future and no hop back unless a cancel really happens.
+    fn on_cancel(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
+        let handle = self.handle.clone();
+        let waiter = pyo3_async_runtimes::tokio::get_runtime().spawn(async move {
+            handle.cancelled().await;
+            Python::attach(|py| {
+                // The loop may have closed meanwhile; nothing is left to cancel then.
+                let _ = event_loop.call_method1(py, "call_soon_threadsafe", (callback,));
+            });
+        });
+        if let Some(previous) = self.on_cancel.lock().replace(waiter.abort_handle()) {
+            previous.abort();
+        }
+        Ok(())
+    }
+
     /// Sets the status message.
     fn set_status_message<'py>(&self, py: Python<'py>, message: String) -> PyResult<Bound<'py, PyAny>> {
         let handle = self.handle.clone();
-        future_into_py(py, async move { handle.set_status_message(message).await.map_err(engine_error) })
+        crate::awaitable(py, async move { handle.set_status_message(message).await.map_err(engine_error) })
     }
 
     /// Asks for input (`requests`: a JSON `InputRequests` object); resolves to the answers' JSON.
@@ -231,7 +266,7 @@ impl PyTaskContext {
             _ => return Err(pyo3::exceptions::PyValueError::new_err("inputRequests must be a JSON object")),
         };
         let handle = self.handle.clone();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             let answers = handle.request_input(requests).await.map_err(engine_error)?;
             Ok(to_json(&answers))
         })
@@ -242,7 +277,7 @@ impl PyTaskContext {
     fn complete<'py>(&self, py: Python<'py>, result: String) -> PyResult<Bound<'py, PyAny>> {
         let result = parse("result", &result)?;
         let ctx = self.take();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             match ctx {
                 Some(ctx) => ctx.complete(result).await.map_err(engine_error),
                 None => Ok(false),
@@ -264,7 +299,7 @@ impl PyTaskContext {
             error = error.with_data(parse("data", &data)?);
         }
         let ctx = self.take();
-        future_into_py(py, async move {
+        crate::awaitable(py, async move {
             match ctx {
                 Some(ctx) => ctx.fail(error).await.map_err(engine_error),
                 None => Ok(false),
@@ -291,6 +326,6 @@ impl PySubscription {
     /// The next state (JSON), or None once every accepted task is terminal.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
-        future_into_py(py, async move { Ok(inner.lock().await.next().await.map(|task| to_json(&task))) })
+        crate::awaitable(py, async move { Ok(inner.lock().await.next().await.map(|task| to_json(&task))) })
     }
 }

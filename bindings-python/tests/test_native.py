@@ -93,3 +93,41 @@ async def test_sqlite_tasks_survive_a_dead_process(tmp_path: Path) -> None:
     abandoned = json.loads(await engine.get("p", running_id))
     assert abandoned["status"] == "failed"
     assert abandoned["error"]["data"]["reason"] == "server_restarted"
+
+
+@pytest.mark.parametrize("durability", ["", "?durability=full", "?durability=normal"])
+async def test_sqlite_durability_options_persist(tmp_path: Path, durability: str) -> None:
+    url = f"sqlite:///{tmp_path}/tasks.db{durability}"
+    engine = _native.Engine(url)
+    _, task = await engine.create_task("alice", "tool")
+    assert await task.complete(json.dumps({"content": []}))
+    task_id = task.task_id
+    del task, engine  # closes the store and releases the file
+    import gc
+
+    gc.collect()
+    again = _native.Engine(url)
+    assert json.loads(await again.get("alice", task_id))["status"] == "completed"
+
+
+def test_unknown_store_options_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="durability"):
+        _native.Engine(f"sqlite:///{tmp_path}/tasks.db?sync=off")
+    with pytest.raises(ValueError):
+        _native.Engine("postgres://nowhere")
+
+
+async def test_on_cancel_fires_for_cancel_and_not_after_completion() -> None:
+    engine = _native.Engine("memory://")
+    _, cancelled_task = await engine.create_task("alice", "tool")
+    fired = asyncio.Event()
+    cancelled_task.on_cancel(fired.set)
+    await engine.cancel("alice", cancelled_task.task_id)
+    await asyncio.wait_for(fired.wait(), 5)
+
+    _, finished = await engine.create_task("alice", "tool")
+    calls: list[str] = []
+    finished.on_cancel(lambda: calls.append("cancel"))
+    assert await finished.complete(json.dumps({"content": []}))
+    await asyncio.sleep(0.05)  # give a wrongly surviving waiter time to fire
+    assert calls == []

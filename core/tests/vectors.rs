@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::{SseReader, TestHost, WorkStep, parse_sse, read_json, request, schemas, standard_headers};
 use mcp_tasks::engine::EngineConfig;
 use mcp_tasks::protocol::RpcError;
-use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
+use mcp_tasks::store::{Durability, MemoryStore, SqliteStore, TaskStore};
 use serde_json::{Value, json};
 
 /// Matches `actual` against `expected`, where the string "@any" matches any present value.
@@ -205,6 +205,17 @@ async fn vectors_over_sqlite_store() {
         let store = SqliteStore::open(dir.path().join("tasks.db")).unwrap();
         // No finished-task cache: every read of a terminal task goes to SQLite, which checks that
         // reused read snapshots never hide an acknowledged write.
+        let config = EngineConfig { finished_cache: 0, ..common::vector_config() };
+        replay(&file, Arc::new(store), config).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_over_sqlite_store_with_inline_commits() {
+    // Durability::Normal commits on the caller's thread instead of the writer thread.
+    for file in vector_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_with(dir.path().join("tasks.db"), Durability::Normal).unwrap();
         let config = EngineConfig { finished_cache: 0, ..common::vector_config() };
         replay(&file, Arc::new(store), config).await;
     }

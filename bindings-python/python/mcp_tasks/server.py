@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
-import copy
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -101,6 +99,7 @@ class CurrentTask:
 
     def __init__(self, native: _native.TaskContext) -> None:
         self._native = native
+        self._next_key = 0
 
     @property
     def task_id(self) -> str:
@@ -122,6 +121,12 @@ class CurrentTask:
         ``ctx.elicit`` does the same for one elicitation."""
         return dict(json.loads(await self._native.request_input(json.dumps(dict(requests)))))
 
+    async def _ask(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        self._next_key += 1
+        key = f"{method.replace('/', '.')}-{self._next_key}"
+        answers = await self.request_input({key: {"method": method, "params": dict(params or {})}})
+        return answers[key]
+
 
 _current: contextvars.ContextVar[CurrentTask] = contextvars.ContextVar("mcp_tasks_current")
 
@@ -131,25 +136,29 @@ def current_task() -> CurrentTask | None:
     return _current.get(None)
 
 
-class _TaskOutbound:
-    """Stands in for the request's back-channel inside a task: every server-to-client request
-    (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) becomes an input request
-    of the task, answered through ``tasks/update``. Notifications (progress, logging) are not
-    delivered for tasks (SEP-2663) and are dropped."""
+class _TaskAwareOutbound:
+    """Wraps a session's back-channel once. Inside a task (see :func:`current_task`) every
+    server-to-client request (``elicitation/create``, ``sampling/createMessage``,
+    ``roots/list``) becomes an input request of the task, answered through ``tasks/update``,
+    and notifications (progress, logging) are dropped: SEP-2663 delivers none for tasks.
+    Outside a task everything goes to the wrapped channel unchanged. Wrapping the session's
+    channel instead of copying the session per task keeps a task's start cheap."""
 
-    def __init__(self, task: _native.TaskContext) -> None:
-        self._task = task
-        self._next = 0
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
 
     async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> Any:
-        self._next += 1
-        key = f"{method.replace('/', '.')}-{self._next}"
-        request = {key: {"method": method, "params": dict(params or {})}}
-        answers = json.loads(await self._task.request_input(json.dumps(request)))
-        return answers[key]
+        task = _current.get(None)
+        if task is None:
+            return await self._inner.send_raw_request(method, params, opts)
+        return await task._ask(method, params)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
-        return None
+        if _current.get(None) is None:
+            await self._inner.notify(method, params, opts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 class TasksExtension(Extension):
@@ -342,9 +351,13 @@ class TasksExtension(Extension):
             )
         except McpTaskError as e:
             raise _rpc_error(e) from e
-        session = copy.copy(ctx.session)
-        session._request_outbound = _TaskOutbound(task)  # type: ignore[attr-defined]
-        run = asyncio.ensure_future(self._run(call_next, dataclasses.replace(ctx, session=session), task))
+        session = ctx.session
+        outbound = session._request_outbound  # type: ignore[attr-defined]
+        if not isinstance(outbound, _TaskAwareOutbound):
+            session._request_outbound = _TaskAwareOutbound(outbound)  # type: ignore[attr-defined]
+        run = asyncio.ensure_future(self._run(call_next, ctx, task))
+        # tasks/cancel (or expiry) cancels the runner; the task is already terminal then.
+        task.on_cancel(run.cancel)
         self._running.add(run)
         run.add_done_callback(self._running.discard)
         return json.loads(created)
@@ -355,18 +368,14 @@ class TasksExtension(Extension):
         ctx: ServerRequestContext[Any, Any],
         task: _native.TaskContext,
     ) -> None:
-        # The work's context (copied at task creation) carries the task for current_task().
+        # The runner's context (copied at its creation) carries the task for current_task().
         _current.set(CurrentTask(task))
-        work = asyncio.ensure_future(call_next(ctx))
-        cancelled = asyncio.ensure_future(task.cancelled())
-        await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        if not work.done():
-            # tasks/cancel (or expiry) fired: stop the coroutine; the task is already terminal.
-            work.cancel()
-            return
-        cancelled.cancel()
         try:
-            result = _to_wire(work.result())
+            result = _to_wire(await call_next(ctx))
+        except asyncio.CancelledError:
+            if task.is_cancelled():
+                return
+            raise  # cancelled for another reason (shutdown)
         except MCPError as e:
             data = None if e.error.data is None else json.dumps(e.error.data)
             await task.fail(e.error.code, e.error.message, data)
