@@ -131,3 +131,17 @@ async def test_on_cancel_fires_for_cancel_and_not_after_completion() -> None:
     assert await finished.complete(json.dumps({"content": []}))
     await asyncio.sleep(0.05)  # give a wrongly surviving waiter time to fire
     assert calls == []
+
+
+@pytest.mark.parametrize("notice", ["sweep", "read"])
+async def test_on_cancel_fires_when_the_task_expires(notice: str) -> None:
+    engine = _native.Engine("memory://", clock_start_ms=1_000_000, id_prefix="t")
+    _, task = await engine.create_task("alice", "tool", ttl_ms=1_000)
+    fired = asyncio.Event()
+    task.on_cancel(fired.set)
+    engine.advance_clock(1_000)
+    if notice == "sweep":
+        assert await engine.sweep() == (1, 0)
+    else:
+        assert json.loads(await engine.get("alice", task.task_id))["status"] == "failed"
+    await asyncio.wait_for(fired.wait(), 5)

@@ -552,14 +552,24 @@ impl Engine {
 
     /// Runs [`Engine::sweep`] every `sweep_interval` until the returned handle is aborted.
     pub fn spawn_sweeper(&self) -> tokio::task::JoinHandle<()> {
+        self.spawn_sweeper_then(|_| {})
+    }
+
+    /// Like [`Engine::spawn_sweeper`], calling `after_each` after every sweep (bindings use it to
+    /// stop the work of tasks the sweep expired).
+    pub fn spawn_sweeper_then(
+        &self,
+        after_each: impl Fn(&SweepReport) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
         let engine = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(engine.inner.config.sweep_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                if let Err(e) = engine.sweep().await {
-                    tracing::error!(error = %e, "task sweep failed");
+                match engine.sweep().await {
+                    Ok(report) => after_each(&report),
+                    Err(e) => tracing::error!(error = %e, "task sweep failed"),
                 }
             }
         })
