@@ -169,6 +169,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Sets the `clientInfo` sent in every request's `_meta` (HTTP transport only).
+    #[must_use]
+    pub fn client_info(mut self, name: &str, version: &str) -> Self {
+        self.http = self.http.map(|h| h.client_info(name, version));
+        self
+    }
+
     /// Persists task references in `store`. The default is a SQLite file at
     /// [`default_store_path`]; use [`ClientBuilder::memory_store`] for none that survives.
     #[must_use]

@@ -1,0 +1,219 @@
+//! Glue for `mcp_tasks::client`: the task client, its executions, and a JavaScript async function
+//! as the input handler. JSON crosses the boundary as strings.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::{Stream, StreamExt};
+use mcp_tasks::client::{Client, ClientConfig, Execution, InputHandler, TaskExecution};
+use mcp_tasks::protocol::client::DriverConfig;
+use napi::bindgen_prelude::{FnArgs, Promise};
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::error::{client_error, parse_json, store_path};
+
+/// `(taskId | null, key, requestJson) => Promise<responseJson | null>`.
+type InputFn = ThreadsafeFunction<
+    FnArgs<(Option<String>, String, String)>,
+    Promise<Option<String>>,
+    FnArgs<(Option<String>, String, String)>,
+    napi::Status,
+    false,
+    true,
+>;
+
+/// Calls the JavaScript input handler for each input request, on the JS thread.
+struct JsInputHandler(Arc<InputFn>);
+
+#[async_trait]
+impl InputHandler for JsInputHandler {
+    async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
+        let args = FnArgs::from((task_id.map(str::to_owned), key.to_owned(), request.to_string()));
+        let answer = match self.0.call_async_catch(args).await {
+            Ok(promise) => promise.await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(Some(text)) => serde_json::from_str(&text).ok(),
+            // No answer (or a handler that threw): the request stays open for `answer()`.
+            Ok(None) | Err(_) => None,
+        }
+    }
+}
+
+/// Options of [`NativeClient`].
+#[napi(object)]
+pub struct NativeClientOptions {
+    /// The Streamable HTTP endpoint.
+    pub url: String,
+    /// Headers sent with every request (e.g. `Authorization`).
+    pub headers: Option<HashMap<String, String>>,
+    /// `sqlite:///path`, `memory://`, or absent for the default SQLite file.
+    pub store: Option<String>,
+    /// `clientInfo.name` sent in every request's `_meta`.
+    pub client_name: Option<String>,
+    /// `clientInfo.version`.
+    pub client_version: Option<String>,
+    /// Open `subscriptions/listen` streams when the server offers them (default true).
+    pub notifications: Option<bool>,
+    /// Poll interval when the server gives none (ms, default 1000).
+    pub default_poll_ms: Option<u32>,
+    /// The shortest poll interval honoured (ms, default 100).
+    pub min_poll_ms: Option<u32>,
+}
+
+/// The task client for one Streamable HTTP endpoint.
+#[napi]
+pub struct NativeClient {
+    inner: Client,
+}
+
+#[napi]
+impl NativeClient {
+    /// Builds the client; `input_handler` answers input requests (MRTR rounds and tasks).
+    #[napi(constructor)]
+    pub fn new(
+        options: NativeClientOptions,
+        #[napi(ts_arg_type = "(taskId: string | null, key: string, requestJson: string) => Promise<string | null>")]
+        input_handler: Option<InputFn>,
+    ) -> napi::Result<Self> {
+        let defaults = DriverConfig::default();
+        let mut builder = Client::http(options.url).config(ClientConfig {
+            driver: DriverConfig {
+                default_poll_ms: options.default_poll_ms.map_or(defaults.default_poll_ms, u64::from),
+                min_poll_ms: options.min_poll_ms.map_or(defaults.min_poll_ms, u64::from),
+            },
+            notifications: options.notifications.unwrap_or(true),
+            ..ClientConfig::default()
+        });
+        for (name, value) in options.headers.iter().flatten() {
+            builder = builder.header(name, value);
+        }
+        if let Some(name) = &options.client_name {
+            builder = builder.client_info(name, options.client_version.as_deref().unwrap_or("0"));
+        }
+        if let Some(url) = options.store.as_deref() {
+            builder = match store_path(url)? {
+                None => builder.memory_store(),
+                Some(path) => builder.sqlite_store(path).map_err(client_error)?,
+            };
+        }
+        if let Some(handler) = input_handler {
+            builder = builder.input_handler(JsInputHandler(Arc::new(handler)));
+        }
+        Ok(Self { inner: builder.build().map_err(client_error)? })
+    }
+
+    /// Calls a tool: an immediate result, or a task to follow.
+    #[napi]
+    pub async fn call_tool(&self, name: String, arguments_json: String) -> napi::Result<NativeCall> {
+        let arguments = parse_json("arguments", &arguments_json)?;
+        match self.inner.call_tool(&name, arguments).await.map_err(client_error)? {
+            Execution::Immediate(result) => Ok(NativeCall { payload: result.to_string(), task: None }),
+            Execution::Task(task) => {
+                let created = serde_json::to_string(&task.latest()).expect("tasks serialize");
+                Ok(NativeCall { payload: created, task: Some(NativeTaskExecution::new(task)) })
+            }
+        }
+    }
+
+    /// Re-attaches to every persisted task whose outcome was not delivered yet.
+    #[napi]
+    pub async fn resume_all(&self) -> napi::Result<Vec<NativeTaskExecution>> {
+        let tasks = self.inner.resume_all().await.map_err(client_error)?;
+        Ok(tasks.into_iter().map(NativeTaskExecution::new).collect())
+    }
+}
+
+/// What `callTool` answered: `payload` is the `CallToolResult` JSON (no task) or the created
+/// task's JSON (with `task`).
+#[napi]
+pub struct NativeCall {
+    payload: String,
+    task: Option<NativeTaskExecution>,
+}
+
+#[napi]
+impl NativeCall {
+    /// The result or created task, as JSON.
+    #[napi(getter)]
+    pub fn payload(&self) -> String {
+        self.payload.clone()
+    }
+
+    /// The task being followed; `null` for an immediate result or once taken.
+    #[napi]
+    pub fn take_task(&mut self) -> Option<NativeTaskExecution> {
+        self.task.take()
+    }
+}
+
+type Updates = Pin<Box<dyn Stream<Item = mcp_tasks::protocol::DetailedTask> + Send>>;
+
+/// A task being followed. Following stops when the object is garbage-collected.
+#[napi]
+pub struct NativeTaskExecution {
+    task_id: String,
+    inner: Arc<TaskExecution>,
+    updates: Arc<tokio::sync::Mutex<Updates>>,
+}
+
+impl NativeTaskExecution {
+    fn new(task: TaskExecution) -> Self {
+        let updates: Updates = Box::pin(task.updates());
+        Self {
+            task_id: task.task_id().to_owned(),
+            inner: Arc::new(task),
+            updates: Arc::new(tokio::sync::Mutex::new(updates)),
+        }
+    }
+}
+
+#[napi]
+impl NativeTaskExecution {
+    /// The task id.
+    #[napi(getter)]
+    pub fn task_id(&self) -> String {
+        self.task_id.clone()
+    }
+
+    /// The latest state seen (`DetailedTask` JSON).
+    #[napi]
+    pub fn latest(&self) -> String {
+        serde_json::to_string(&self.inner.latest()).expect("tasks serialize")
+    }
+
+    /// The next state (JSON), or `null` once the task has an outcome.
+    #[napi]
+    pub async fn next_update(&self) -> Option<String> {
+        let updates = Arc::clone(&self.updates);
+        let next = updates.lock().await.next().await;
+        next.map(|task| serde_json::to_string(&task).expect("tasks serialize"))
+    }
+
+    /// Waits for the outcome (JSON `{"kind": "completed", "result"}`, `failed` with `error`,
+    /// `cancelled`, `gone`, `expired`) and marks it delivered.
+    #[napi]
+    pub async fn result(&self) -> napi::Result<String> {
+        let outcome = self.inner.result().await.map_err(client_error)?;
+        Ok(serde_json::to_string(&outcome).expect("outcomes serialize"))
+    }
+
+    /// Sends `tasks/cancel`; `mode` is `stop` (the outcome becomes cancelled once acknowledged)
+    /// or `observe` (keep following until the server's final state).
+    #[napi]
+    pub fn cancel(&self, mode: String) -> napi::Result<()> {
+        self.inner.cancel(crate::protocol::cancel_mode(&mode)?).map_err(client_error)
+    }
+
+    /// Answers input request `key` with `response_json`.
+    #[napi]
+    pub fn answer(&self, key: String, response_json: String) -> napi::Result<()> {
+        let response = parse_json("response", &response_json)?;
+        self.inner.answer(&key, response).map_err(client_error)
+    }
+}

@@ -1,0 +1,24 @@
+//! The native module of the Node package `mcp-tasks`: napi-rs glue between JavaScript and the
+//! mcp-tasks client. Every function converts its arguments, calls the core, converts back and
+//! maps errors (`error.rs`); file names mirror the core modules (`client`, `protocol`). The
+//! typed API users import is the TypeScript package in `ts/`.
+
+pub mod client;
+mod error;
+pub mod protocol;
+
+use napi_derive::napi;
+
+/// The extension identifier, `io.modelcontextprotocol/tasks`.
+#[napi]
+pub const EXTENSION_ID: &str = mcp_tasks::EXTENSION_ID;
+
+/// The MCP revision the client speaks, `2026-07-28`.
+#[napi]
+pub const PROTOCOL_VERSION: &str = mcp_tasks::PROTOCOL_VERSION;
+
+/// The version of this package's native module.
+#[napi]
+pub fn native_version() -> String {
+    env!("CARGO_PKG_VERSION").to_owned()
+}

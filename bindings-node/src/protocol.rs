@@ -1,0 +1,169 @@
+//! Glue for `mcp_tasks::protocol::client`: the sans-IO client protocol (classify a `tools/call`
+//! answer, follow one task with a `TaskDriver`) for hosts that send JSON-RPC themselves.
+//! Times are Unix milliseconds passed in; nothing here does IO or reads a clock.
+
+use mcp_tasks::protocol::RpcError;
+use mcp_tasks::protocol::client::{
+    CallResult, CancelMode, DriverConfig, DriverEvent, TaskDriver, classify, parse_detailed,
+};
+use napi_derive::napi;
+use serde_json::json;
+
+use crate::error::{driver_error, invalid_result, parse_json, protocol_error};
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("protocol types serialize")
+}
+
+/// Reads a cancel mode: `stop` or `observe`.
+pub(crate) fn cancel_mode(mode: &str) -> napi::Result<CancelMode> {
+    match mode {
+        "stop" => Ok(CancelMode::Stop),
+        "observe" => Ok(CancelMode::Observe),
+        other => Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!(
+            "cancel mode {other:?}: use stop or observe"
+        )))),
+    }
+}
+
+fn ms(value: f64) -> u64 {
+    // JS numbers: Unix ms are integers well inside 2^53.
+    value.max(0.0) as u64
+}
+
+/// Classifies a `tools/call` result (JSON). `declared` says whether the request declared the
+/// tasks extension. Returns JSON `{"kind": "complete", "result"}`, `{"kind": "input_required",
+/// "result"}` or `{"kind": "task", "task"}`; a task answer to a non-declaring request, an unknown
+/// `resultType` or a malformed task throws (-32602).
+#[napi]
+pub fn classify_tools_call(result_json: String, declared: bool) -> napi::Result<String> {
+    let result = parse_json("result", &result_json)?;
+    Ok(match classify("tools/call", result, declared).map_err(|e| invalid_result(&e))? {
+        CallResult::Complete(result) => to_json(&json!({"kind": "complete", "result": result})),
+        CallResult::InputRequired(round) => to_json(&json!({"kind": "input_required", "result": round})),
+        CallResult::Task(task) => to_json(&json!({"kind": "task", "task": task})),
+    })
+}
+
+/// Follows one task, sans-IO: feed it what the server said, send what `pollOutgoing` returns,
+/// call `handleTimeout` at `pollTimeout`, and read `pollEvent` until `finished`.
+#[napi]
+pub struct NativeTaskDriver {
+    inner: TaskDriver,
+}
+
+#[napi]
+impl NativeTaskDriver {
+    /// Starts from a `CreateTaskResult` (JSON) received at `now_ms`.
+    #[napi(constructor)]
+    pub fn new(
+        created_json: String,
+        now_ms: f64,
+        default_poll_ms: Option<u32>,
+        min_poll_ms: Option<u32>,
+    ) -> napi::Result<Self> {
+        let created = parse_json("CreateTaskResult", &created_json)?;
+        let task = match classify("tools/call", created, true).map_err(|e| invalid_result(&e))? {
+            CallResult::Task(task) => task,
+            _ => {
+                return Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(
+                    "not a CreateTaskResult".into(),
+                )));
+            }
+        };
+        let defaults = DriverConfig::default();
+        let config = DriverConfig {
+            default_poll_ms: default_poll_ms.map_or(defaults.default_poll_ms, u64::from),
+            min_poll_ms: min_poll_ms.map_or(defaults.min_poll_ms, u64::from),
+        };
+        Ok(Self { inner: TaskDriver::new(task, ms(now_ms), config) })
+    }
+
+    /// The task id.
+    #[napi(getter)]
+    pub fn task_id(&self) -> String {
+        self.inner.task_id().to_owned()
+    }
+
+    /// The newest state seen (`DetailedTask` JSON).
+    #[napi]
+    pub fn latest(&self) -> String {
+        to_json(self.inner.latest())
+    }
+
+    /// The outcome (JSON), or `null` while the task runs.
+    #[napi]
+    pub fn outcome(&self) -> Option<String> {
+        self.inner.outcome().map(to_json)
+    }
+
+    /// A `tasks/get` result (JSON) arrived.
+    #[napi]
+    pub fn handle_get(&mut self, now_ms: f64, result_json: String) -> napi::Result<()> {
+        let task = parse_detailed(parse_json("result", &result_json)?).map_err(|e| invalid_result(&e))?;
+        self.inner.handle_get(ms(now_ms), task);
+        Ok(())
+    }
+
+    /// A `notifications/tasks` params object (JSON) arrived.
+    #[napi]
+    pub fn handle_notification(&mut self, now_ms: f64, params_json: String) -> napi::Result<()> {
+        let task = parse_detailed(parse_json("params", &params_json)?).map_err(|e| invalid_result(&e))?;
+        self.inner.handle_notification(ms(now_ms), task);
+        Ok(())
+    }
+
+    /// `tasks/get` answered with a JSON-RPC error object (JSON).
+    #[napi]
+    pub fn handle_get_error(&mut self, now_ms: f64, error_json: String) -> napi::Result<()> {
+        let error: RpcError = serde_json::from_value(parse_json("error", &error_json)?).map_err(|e| {
+            protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("not a JSON-RPC error: {e}")))
+        })?;
+        self.inner.handle_get_error(ms(now_ms), &error);
+        Ok(())
+    }
+
+    /// The time (Unix ms) at which `handleTimeout` is due, or `null` when nothing is scheduled.
+    #[napi]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.inner.poll_timeout().map(|t| t as f64)
+    }
+
+    /// The clock reached the timeout.
+    #[napi]
+    pub fn handle_timeout(&mut self, now_ms: f64) {
+        self.inner.handle_timeout(ms(now_ms));
+    }
+
+    /// The next request to send, as JSON `{"method", "params"}` (add the `_meta` envelope), or `null`.
+    #[napi]
+    pub fn poll_outgoing(&mut self) -> Option<String> {
+        self.inner.poll_outgoing().map(|out| to_json(&json!({"method": out.method(), "params": out.params()})))
+    }
+
+    /// The next event, as JSON: `{"kind": "status", "task"}`, `{"kind": "input_requested", "key",
+    /// "request"}` or `{"kind": "finished", "outcome"}`; `null` when there is none.
+    #[napi]
+    pub fn poll_event(&mut self) -> Option<String> {
+        self.inner.poll_event().map(|event| match event {
+            DriverEvent::Status(task) => to_json(&json!({"kind": "status", "task": task})),
+            DriverEvent::InputRequested { key, request } => {
+                to_json(&json!({"kind": "input_requested", "key": key, "request": request}))
+            }
+            DriverEvent::Finished(outcome) => to_json(&json!({"kind": "finished", "outcome": outcome})),
+        })
+    }
+
+    /// Answers input request `key` (sent by the next `pollOutgoing`).
+    #[napi]
+    pub fn answer(&mut self, key: String, response_json: String) -> napi::Result<()> {
+        let response = parse_json("response", &response_json)?;
+        self.inner.answer(&key, response).map_err(|e| driver_error(&e))
+    }
+
+    /// Asks to cancel (`stop` or `observe`).
+    #[napi]
+    pub fn cancel(&mut self, mode: String) -> napi::Result<()> {
+        self.inner.cancel(cancel_mode(&mode)?).map_err(|e| driver_error(&e))
+    }
+}

@@ -1,0 +1,152 @@
+// TasksClient over real loopback HTTP against the Rust host and the Python server.
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { TasksClient, InvalidParamsError, McpTaskError } from "../dist/index.js";
+import { rustHost, pythonServer } from "./servers.mjs";
+
+const text = (outcome) => {
+  assert.equal(outcome.kind, "completed", JSON.stringify(outcome));
+  return outcome.result.content[0].text;
+};
+
+const answers = async ({ key, method }) => {
+  assert.equal(method, "elicitation/create");
+  return { action: "accept", content: key === "user_name" ? { name: "Alice" } : { confirm: true } };
+};
+
+const servers = [
+  ["Rust host", rustHost],
+  ["Python server", pythonServer],
+];
+
+for (const [name, startServer] of servers) {
+  describe(`against the ${name}`, () => {
+    let server;
+    before(async () => {
+      server = await startServer();
+    });
+    after(() => server?.stop());
+
+    const client = (options = {}) => new TasksClient({ url: server.url, store: "memory://", ...options });
+
+    test("polls a task to its result", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client({ notifications: false }).callTool("slow_compute", { seconds: 0.3, label: "a" });
+      assert.equal(execution.kind, "task");
+      assert.equal(execution.created.status, "working");
+      assert.match(text(await execution.result()), /^Computed a in 0.3/);
+    });
+
+    test("follows notifications to completion", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client().callTool("slow_compute", { seconds: 0.3, label: "b" });
+      const seen = [];
+      for await (const state of execution.updates()) seen.push(state.status);
+      assert.equal(seen.at(-1), "completed");
+      assert.match(text(await execution.result()), /^Computed b/);
+    });
+
+    test("cancels a running task", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const controller = new AbortController();
+      const execution = await client().callTool("slow_compute", { seconds: 30 }, { signal: controller.signal });
+      controller.abort();
+      assert.deepEqual(await execution.result(), { kind: "cancelled" });
+    });
+
+    test("answers input_required through the handler", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client().onInputRequest(answers).callTool("confirm_delete", { filename: "x.txt" });
+      assert.equal(text(await execution.result()), "Deleted x.txt");
+    });
+
+    test("an input request left open can be answered later", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client().callTool("confirm_delete", { filename: "y.txt" });
+      for await (const state of execution.updates()) {
+        if (state.status === "input_required") {
+          const [key] = Object.keys(state.inputRequests);
+          execution.task.answer(key, { action: "accept", content: { confirm: false } });
+          break;
+        }
+      }
+      assert.equal(text(await execution.result()), "Kept y.txt");
+      // Nothing follows a finished task any more.
+      assert.throws(() => execution.task.answer("no-such-key", {}), McpTaskError);
+    });
+
+    test("an MRTR round, then a task", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client().onInputRequest(answers).callTool("test_tool_with_task", {});
+      assert.equal(execution.kind, "task");
+      assert.match(text(await execution.result()), /Hello, Alice!/);
+    });
+
+    test("a protocol error fails the task; a tool error completes it", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const c = client();
+      const failed = await (await c.callTool("protocol_error_job", {})).result();
+      assert.equal(failed.kind, "failed");
+      assert.equal(failed.error.code, -32603);
+      const toolError = await (await c.callTool("failing_job", {})).result();
+      assert.equal(toolError.kind, "completed");
+      assert.equal(toolError.result.isError, true);
+    });
+
+    test("a tool that never makes a task answers immediately", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client().callTool("greet", { name: "Ada" });
+      assert.equal(execution.kind, "immediate");
+      assert.equal(execution.task, undefined);
+      assert.equal(execution.callToolResult.content[0].text, "Hello, Ada!");
+      assert.equal(text(await execution.result()), "Hello, Ada!");
+      const updates = [];
+      for await (const state of execution.updates()) updates.push(state);
+      assert.deepEqual(updates, []);
+    });
+
+    test("server errors carry their JSON-RPC code", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const c = client();
+      if (name === "Rust host") {
+        await assert.rejects(c.callTool("no_such_tool", {}), (error) => {
+          assert.ok(error instanceof InvalidParamsError, String(error));
+          assert.equal(error.code, -32602);
+          return true;
+        });
+      } else {
+        // mcp 2.3.0 answers an unknown tool with an isError result instead (see tests/vectors/skip.json).
+        const execution = await c.callTool("no_such_tool", {});
+        assert.equal(execution.callToolResult.isError, true);
+      }
+    });
+
+    test("resumes a task after the client process is killed", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const store = `sqlite:///${join(mkdtempSync(join(tmpdir(), "mcp-tasks-node-")), "client.db")}`;
+      const child = spawn(process.execPath, [
+        "--input-type=module",
+        "-e",
+        `import { TasksClient } from ${JSON.stringify(new URL("../dist/index.js", import.meta.url).href)};
+         const client = new TasksClient({ url: ${JSON.stringify(server.url)}, store: ${JSON.stringify(store)} });
+         const execution = await client.callTool("slow_compute", { seconds: 1.5, label: "resumed" });
+         console.log(execution.task.taskId);
+         await new Promise(() => {});`,
+      ], { stdio: ["ignore", "pipe", "inherit"] });
+      const taskId = await new Promise((resolve) => child.stdout.once("data", (d) => resolve(String(d).trim())));
+      child.kill("SIGKILL");
+      await new Promise((resolve) => child.once("exit", resolve));
+
+      const again = new TasksClient({ url: server.url, store });
+      const resumed = await again.resumeAll();
+      assert.deepEqual(resumed.map((task) => task.taskId), [taskId]);
+      assert.equal(text(await resumed[0].result()), "Computed resumed in 1.5s");
+      assert.deepEqual(await again.resumeAll(), []); // delivered once
+    });
+  });
+}

@@ -1,0 +1,61 @@
+// Starts the servers the tests talk to over loopback HTTP: the Rust fixture host
+// (tests/fixtures, `fixture-server`) and the Python server (mcp 2.3.0 MCPServer + TasksExtension,
+// tests/conformance/python_server.py). Both serve the same 7 fixture tools.
+import { spawn } from "node:child_process";
+import { Socket, createServer } from "node:net";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** A free loopback port. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on("error", reject);
+  });
+}
+
+async function start(command, args) {
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout });
+  const url = await new Promise((resolve, reject) => {
+    child.on("exit", (code) => reject(new Error(`${command} exited with ${code}`)));
+    lines.on("line", (line) => {
+      const match = /listening on (\S+)/.exec(line);
+      if (match) resolve(match[1]);
+    });
+  });
+  // uvicorn prints before it accepts connections: wait until the port answers.
+  const port = Number(new URL(url).port);
+  for (let i = 0; i < 200; i++) {
+    const open = await new Promise((resolve) => {
+      const socket = new Socket();
+      socket.once("connect", () => (socket.destroy(), resolve(true)));
+      socket.once("error", () => resolve(false));
+      socket.connect(port, "127.0.0.1");
+    });
+    if (open) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url, stop: () => child.kill("SIGKILL") };
+}
+
+/** The Rust fixture host (path from $MCP_TASKS_FIXTURE_SERVER, else target/debug). */
+export async function rustHost() {
+  const binary = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
+  return start(binary, [String(await freePort()), "--store", "memory"]);
+}
+
+/** The Python server, or null when no Python with mcp-tasks is configured ($MCP_TASKS_PYTHON). */
+export async function pythonServer() {
+  const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");
+  if (!existsSync(python)) return null;
+  return start(python, [join(ROOT, "tests", "conformance", "python_server.py"), String(await freePort())]);
+}
