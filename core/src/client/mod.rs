@@ -319,12 +319,18 @@ impl TaskExecution {
         tokio_stream::wrappers::WatchStream::new(self.state.clone())
     }
 
+    /// Waits for the outcome without marking it delivered (for observers; the consumer of the
+    /// result calls [`TaskExecution::result`]).
+    pub async fn finished(&self) -> Result<Outcome, ClientError> {
+        let mut outcome = self.outcome.clone();
+        let outcome = outcome.wait_for(Option::is_some).await.map_err(|_| ClientError::Detached)?.clone();
+        outcome.ok_or(ClientError::Detached)
+    }
+
     /// Waits for the outcome and marks it delivered, so [`Client::resume_all`] does not hand it
     /// out again.
     pub async fn result(&self) -> Result<Outcome, ClientError> {
-        let mut outcome = self.outcome.clone();
-        let outcome = outcome.wait_for(Option::is_some).await.map_err(|_| ClientError::Detached)?.clone();
-        let outcome = outcome.ok_or(ClientError::Detached)?;
+        let outcome = self.finished().await?;
         let endpoint = self.inner.transport.endpoint();
         if let Some(mut reference) = self.inner.store.get(endpoint, &self.task_id).await?
             && !reference.delivered
