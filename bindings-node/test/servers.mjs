@@ -50,7 +50,7 @@ async function start(command, args) {
 /** The Rust fixture host (path from $MCP_TASKS_FIXTURE_SERVER, else target/debug). */
 export async function rustHost() {
   const binary = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
-  return start(binary, [String(await freePort()), "--store", "memory"]);
+  return start(binary, [String(await freePort()), "--store", "memory://"]);
 }
 
 /** The Python server, or null when no Python with mcp-tasks is configured ($MCP_TASKS_PYTHON). */

@@ -77,8 +77,7 @@ impl PyClient {
         if let Some(url) = store.as_deref() {
             builder = match store_path(url)? {
                 None => builder.memory_store(),
-                // The client's references are few and written rarely: always fsynced.
-                Some((path, _)) => builder.sqlite_store(path).map_err(client_error)?,
+                Some(path) => builder.sqlite_store(path).map_err(client_error)?,
             };
         }
         if let Some(callback) = input_handler {

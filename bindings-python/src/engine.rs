@@ -8,11 +8,10 @@ use std::sync::Arc;
 use mcp_tasks::clock::{ManualClock, SequentialIds};
 use mcp_tasks::engine::{EngineConfig, Subscription, TaskContext, TaskHandle, TaskOptions};
 use mcp_tasks::protocol::RpcError;
-use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
 
-use crate::error::{engine_error, parse_json as parse, protocol_error, store_path};
+use crate::error::{engine_error, parse_json as parse, protocol_error, store_error};
 
 fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("protocol types serialize")
@@ -105,13 +104,8 @@ impl PyEngine {
         clock_start_ms: Option<u64>,
         id_prefix: Option<String>,
     ) -> PyResult<Self> {
-        let store: Arc<dyn TaskStore> = match store_path(store)? {
-            None => Arc::new(MemoryStore::new()),
-            Some((path, durability)) => {
-                let opened = py.detach(|| SqliteStore::open_with(path, durability));
-                Arc::new(opened.map_err(|e| engine_error(EngineError::Store(e)))?)
-            }
-        };
+        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let store = py.detach(|| runtime.block_on(mcp_tasks::store::open(store))).map_err(store_error)?;
         let config =
             EngineConfig { default_ttl_ms, default_poll_interval_ms, purge_grace_ms, ..EngineConfig::default() };
         let clock = clock_start_ms.map(|start| Arc::new(ManualClock::new(start)));
@@ -122,7 +116,6 @@ impl PyEngine {
         if let Some(prefix) = id_prefix {
             builder = builder.ids(Arc::new(SequentialIds::new(prefix)));
         }
-        let runtime = pyo3_async_runtimes::tokio::get_runtime();
         let manual = clock.is_some();
         let callbacks = Arc::<CancelCallbacks>::default();
         let sweeper_callbacks = Arc::clone(&callbacks);

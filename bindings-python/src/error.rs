@@ -4,7 +4,7 @@
 use mcp_tasks::EngineError;
 use mcp_tasks::client::ClientError;
 use mcp_tasks::protocol::{ErrorKind, ProtocolError};
-use mcp_tasks::store::Durability;
+use mcp_tasks::store::StoreError;
 use pyo3::prelude::*;
 
 /// The `mcp_tasks.errors` class for an error kind.
@@ -49,22 +49,22 @@ pub(crate) fn parse_json(what: &str, text: &str) -> PyResult<serde_json::Value> 
         .map_err(|e| protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}"))))
 }
 
-/// Reads a store URL: `Ok(None)` for `memory://`; `Ok(Some((path, durability)))` for
-/// `sqlite:///path`, where `?durability=normal` trades power-loss safety for speed (commits
-/// still survive a process crash) and `?durability=full` (the default) fsyncs every commit.
-pub(crate) fn store_path(url: &str) -> PyResult<Option<(&str, Durability)>> {
+/// Reads a client store URL: `Ok(None)` for `memory://`, `Ok(Some(path))` for `sqlite:///path`.
+pub(crate) fn store_path(url: &str) -> PyResult<Option<&str>> {
     if url == "memory://" {
         return Ok(None);
     }
-    let bad = |why: &str| pyo3::exceptions::PyValueError::new_err(format!("store {url:?}: {why}"));
-    let rest = url.strip_prefix("sqlite://").ok_or_else(|| bad("use sqlite:///path or memory://"))?;
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let durability = match query {
-        "" | "durability=full" => Durability::Full,
-        "durability=normal" => Durability::Normal,
-        _ => return Err(bad("the only option is durability=full|normal")),
-    };
-    Ok(Some((path, durability)))
+    url.strip_prefix("sqlite://").map(Some).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("unknown store {url:?}: use sqlite:///path or memory://"))
+    })
+}
+
+/// Maps a store error from opening an engine's store: a bad URL is a `ValueError`.
+pub(crate) fn store_error(err: StoreError) -> PyErr {
+    match err {
+        StoreError::InvalidUrl(why) => pyo3::exceptions::PyValueError::new_err(format!("store {why}")),
+        other => engine_error(EngineError::Store(other)),
+    }
 }
 
 /// Maps a client error: a server's JSON-RPC error keeps its code and data; the rest are

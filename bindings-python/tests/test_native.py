@@ -114,7 +114,7 @@ def test_unknown_store_options_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="durability"):
         _native.Engine(f"sqlite:///{tmp_path}/tasks.db?sync=off")
     with pytest.raises(ValueError):
-        _native.Engine("postgres://nowhere")
+        _native.Engine("redis://localhost")
 
 
 async def test_on_cancel_fires_for_cancel_and_not_after_completion() -> None:
@@ -144,4 +144,24 @@ async def test_on_cancel_fires_when_the_task_expires(notice: str) -> None:
         assert await engine.sweep() == (1, 0)
     else:
         assert json.loads(await engine.get("alice", task.task_id))["status"] == "failed"
+    await asyncio.wait_for(fired.wait(), 5)
+
+
+@pytest.mark.skipif("MCP_TASKS_PG_URL" not in __import__("os").environ, reason="no PostgreSQL (tests/run-all starts one)")
+async def test_postgres_store_is_shared_between_engines() -> None:
+    import os
+
+    url = os.environ["MCP_TASKS_PG_URL"]
+    first, second = _native.Engine(url), _native.Engine(url)
+    _, task = await first.create_task("alice", "tool")
+    assert json.loads(await second.get("alice", task.task_id))["status"] == "working"
+    fired = asyncio.Event()
+    task.on_cancel(fired.set)
+    await second.cancel("alice", task.task_id)
+    # The cancel made on the second engine reaches the work on the first (LISTEN/NOTIFY), where
+    # the next read notices it.
+    for _ in range(200):
+        if json.loads(await first.get("alice", task.task_id))["status"] == "cancelled":
+            break
+        await asyncio.sleep(0.02)
     await asyncio.wait_for(fired.wait(), 5)

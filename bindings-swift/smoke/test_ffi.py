@@ -35,7 +35,7 @@ def url() -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     binary = os.environ.get("MCP_TASKS_FIXTURE_SERVER", str(ROOT / "target" / "debug" / "fixture-server"))
-    proc = subprocess.Popen([binary, str(port), "--store", "memory"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([binary, str(port), "--store", "memory://"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "listening on" in line, line

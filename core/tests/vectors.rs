@@ -221,6 +221,18 @@ async fn vectors_over_sqlite_store_with_inline_commits() {
     }
 }
 
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+async fn vectors_over_postgres_store() {
+    for file in vector_files() {
+        let url = common::pg_database().await;
+        let store = mcp_tasks::store::PostgresStore::connect(&url).await.unwrap();
+        let config = EngineConfig { finished_cache: 0, ..common::vector_config() };
+        replay(&file, Arc::new(store), config).await;
+    }
+}
+
 #[test]
 fn sse_parsing_skips_comments() {
     let events = parse_sse(": keep-alive\n\nevent: message\ndata: {\"a\":1}\n\n");

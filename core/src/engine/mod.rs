@@ -70,6 +70,9 @@ pub struct EngineConfig {
     /// How many recently finished tasks to keep in memory for reads (a fixed bound, not a cost
     /// per task). Terminal tasks never change, so these copies are never stale.
     pub finished_cache: usize,
+    /// On a shared store: how long a worker's lease lasts. Each sweep renews it; once it lapses
+    /// (the worker died), any worker's sweep fails the worker's unfinished tasks.
+    pub worker_lease: Duration,
 }
 
 impl Default for EngineConfig {
@@ -82,6 +85,7 @@ impl Default for EngineConfig {
             limits: Limits::default(),
             recover_orphans: true,
             finished_cache: 4096,
+            worker_lease: Duration::from_secs(15),
         }
     }
 }
@@ -132,6 +136,8 @@ pub struct SweepReport {
     pub expired: usize,
     /// Tasks deleted after their TTL and grace period.
     pub purged: usize,
+    /// Unfinished tasks of dead workers, now `failed` (shared stores).
+    pub orphaned: usize,
 }
 
 pub(crate) struct Waiter {
@@ -242,12 +248,21 @@ impl EngineBuilder {
                 changes,
             }),
         };
-        if engine.inner.config.recover_orphans {
+        if engine.inner.store.shared() {
+            // Other live workers run tasks in this store: take a lease, and leave orphans to the
+            // lease check in every sweep.
+            engine.renew_lease().await?;
+            engine.watch_changes();
+        } else if engine.inner.config.recover_orphans {
             engine.recover_orphans().await?;
         }
         Ok(engine)
     }
 }
+
+/// The statusMessage and error message of a task whose worker stopped renewing its lease.
+pub const DEAD_WORKER_MESSAGE: &str =
+    "Task failed: the server worker running it stopped (its lease expired) before it finished";
 
 /// The statusMessage and error message of a task whose process died.
 pub const ABANDONED_MESSAGE: &str =
@@ -277,6 +292,71 @@ impl Engine {
     /// How many tasks this process is running (non-terminal, in memory).
     pub fn live_count(&self) -> usize {
         self.inner.live.lock().len()
+    }
+
+    async fn renew_lease(&self) -> Result<(), StoreError> {
+        let lease = u64::try_from(self.inner.config.worker_lease.as_millis()).unwrap_or(u64::MAX);
+        self.inner.store.renew_lease(&self.inner.owner, self.inner.clock.now_ms().saturating_add(lease)).await
+    }
+
+    /// Follows a shared store's change feed: every id another process changed is re-read and
+    /// adopted, until the engine is dropped.
+    fn watch_changes(&self) {
+        let Some(mut feed) = self.inner.store.changes() else { return };
+        let engine = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                let id = match feed.recv().await {
+                    Ok(id) => id,
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "task change feed lagged; affected tasks update on their next change");
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(inner) = engine.upgrade() else { return };
+                Self { inner }.refresh(&id).await;
+            }
+        });
+    }
+
+    /// Adopts the stored state of `id` if another process changed it: work running here sees a
+    /// cancel (its token fires) or its answers, and subscribers hear the new state.
+    pub(crate) async fn refresh(&self, id: &str) {
+        let live = self.live(id);
+        if live.is_none() && self.inner.changes.receiver_count() == 0 {
+            return; // nobody here runs or watches it
+        }
+        let stored = match self.inner.store.get(id).await {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, id, "re-reading a changed task failed");
+                return;
+            }
+        };
+        match live {
+            Some(live) => {
+                {
+                    let _serial = live.write_lock.lock().await;
+                    if stored.version <= live.committed.read().version {
+                        return; // our own write, or older
+                    }
+                    self.publish_live(&live, stored);
+                }
+                // Answers written elsewhere: hand complete sets to the waiting work.
+                if !live.waiters.lock().is_empty() {
+                    let _ = self.change_live(&live, TaskEvent::ProvideInput(InputResponses::new())).await;
+                }
+            }
+            None => {
+                let record = Arc::new(stored);
+                if record.status.is_terminal() {
+                    self.remember_finished(&record);
+                }
+                let _ = self.inner.changes.send(record);
+            }
+        }
     }
 
     async fn recover_orphans(&self) -> Result<usize, StoreError> {
@@ -426,9 +506,10 @@ impl Engine {
             let mut next = TaskRecord::clone(&live.committed.read());
             let expected = next.version;
             let applied = next.apply(self.inner.clock.now_ms(), event.clone())?;
-            // Answers that complete a waiting request are handed over in the same write.
+            // Answers that complete a waiting request are handed over in the same write (also
+            // answers another worker stored, adopted by `refresh`).
             let mut deliveries = Vec::new();
-            if !applied.answered.is_empty() {
+            if !applied.answered.is_empty() || !live.waiters.lock().is_empty() {
                 let mut waiters = live.waiters.lock();
                 let (ready, waiting): (Vec<Waiter>, Vec<Waiter>) =
                     waiters.drain(..).partition(|w| w.keys.iter().all(|k| next.answers.contains_key(k)));
@@ -526,6 +607,14 @@ impl Engine {
     pub async fn sweep(&self) -> Result<SweepReport, StoreError> {
         let now = self.inner.clock.now_ms();
         let mut report = SweepReport::default();
+        if self.inner.store.shared() {
+            self.renew_lease().await?;
+            for task in self.inner.store.orphaned(now, 1024).await? {
+                if self.change(&task.id, TaskEvent::Abandon(DEAD_WORKER_MESSAGE.into())).await.is_ok() {
+                    report.orphaned += 1;
+                }
+            }
+        }
         loop {
             let batch = self.inner.store.expired_unfinished(now, 1024).await?;
             let (n, before) = (batch.len(), report.expired);

@@ -1,23 +1,57 @@
 //! Durable task storage. [`TaskStore`] is async and speaks only [`TaskRecord`]s, so a networked
-//! backend (PostgreSQL) fits without changing the engine. Two backends ship here:
-//! [`SqliteStore`] (the embedded default: WAL, group commit) and [`MemoryStore`] (tests, and
-//! hosts that want no durability).
+//! backend fits without changing the engine. Three backends ship here: [`SqliteStore`] (the
+//! embedded default: WAL, group commit), `PostgresStore` (feature `postgres`: many workers share
+//! tasks, with a change feed and worker leases) and [`MemoryStore`] (tests, and hosts that want
+//! no durability).
 //!
 //! Every backend must hold two rules itself, not leave them to the engine: an insert is durable
 //! when it returns, and a terminal record never changes (updates are compare-and-set on
 //! `version` and refused once the stored status is terminal).
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 use async_trait::async_trait;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SqliteStore};
 
 use crate::protocol::TaskRecord;
+
+/// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` with an optional
+/// `?durability=full|normal` (feature `sqlite`); `postgres://user:pass@host:port/db` (feature
+/// `postgres`). The one place hosts and bindings turn a configured URL into a store.
+pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError> {
+    let unknown = || StoreError::InvalidUrl(format!("{url:?}: use memory://, sqlite:///path or postgres://..."));
+    if url == "memory://" {
+        return Ok(std::sync::Arc::new(MemoryStore::new()));
+    }
+    #[cfg(feature = "sqlite")]
+    if let Some(rest) = url.strip_prefix("sqlite://") {
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let durability = match query {
+            "" | "durability=full" => Durability::Full,
+            "durability=normal" => Durability::Normal,
+            _ => return Err(StoreError::InvalidUrl(format!("{url:?}: the only option is durability=full|normal"))),
+        };
+        let path = path.to_owned();
+        let store = tokio::task::spawn_blocking(move || SqliteStore::open_with(path, durability))
+            .await
+            .map_err(|e| StoreError::Backend(Box::new(e)))??;
+        return Ok(std::sync::Arc::new(store));
+    }
+    #[cfg(feature = "postgres")]
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(std::sync::Arc::new(PostgresStore::connect(url).await?));
+    }
+    Err(unknown())
+}
 
 /// Why a store operation failed.
 #[non_exhaustive]
@@ -43,6 +77,9 @@ pub enum StoreError {
     /// The store was shut down.
     #[error("task store is closed")]
     Closed,
+    /// A store URL names no store this build can open.
+    #[error("store URL {0}")]
+    InvalidUrl(String),
 }
 
 /// The outcome of a compare-and-set update.
@@ -79,4 +116,26 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// How many tasks are stored.
     async fn count(&self) -> Result<u64, StoreError>;
+
+    /// True when other processes write this store too. The engine then does not fail every
+    /// unfinished task at start-up; worker leases decide which tasks are orphans.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Ids of tasks changed by any process (a shared store's change feed), or `None`.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
+
+    /// Records that worker `owner` is alive until `until_ms` (shared stores; a no-op otherwise).
+    async fn renew_lease(&self, _owner: &str, _until_ms: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Unfinished tasks whose owner holds no live lease at `now_ms`, at most `limit` (shared
+    /// stores; none otherwise).
+    async fn orphaned(&self, _now_ms: u64, _limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(Vec::new())
+    }
 }

@@ -495,3 +495,20 @@ impl Schemas {
         );
     }
 }
+
+/// A new, empty database on the PostgreSQL server at `$MCP_TASKS_PG_URL` (tests/pg/start).
+#[cfg(feature = "postgres")]
+pub async fn pg_database() -> String {
+    let base = std::env::var("MCP_TASKS_PG_URL")
+        .expect("MCP_TASKS_PG_URL names a PostgreSQL server (tests/run-all starts one with tests/pg/start)");
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name =
+        format!("mcp_tasks_test_{}_{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("creates a database");
+    match base.rfind('/') {
+        Some(slash) => format!("{}/{name}", &base[..slash]),
+        None => panic!("MCP_TASKS_PG_URL {base} has no database part"),
+    }
+}

@@ -1,0 +1,370 @@
+//! [`PostgresStore`]: tasks in PostgreSQL, shared by many server workers.
+//!
+//! - Rows mirror the SQLite store (`id`, `principal`, `owner`, `status`, `expires_at`, `version`,
+//!   and the record as JSON in `body`). Updates are compare-and-set on `version`, and a trigger
+//!   refuses any change to a terminal row, so the database itself keeps terminal states final
+//!   whichever worker writes.
+//! - Every update fires `NOTIFY mcp_tasks, '<id>'` from a trigger in the same transaction; each
+//!   store keeps one `LISTEN` connection and hands the ids to [`TaskStore::changes`], which the
+//!   engine uses to adopt other workers' writes (a cancel stops local work, answers reach a
+//!   waiting work, listeners hear every change).
+//! - Workers hold leases (`mcp_tasks_workers`): the engine renews its own on every sweep, and
+//!   unfinished tasks whose owner holds no live lease are orphans, failed by any worker's sweep.
+//! - The schema is created and migrated by [`PostgresStore::connect`] under an advisory lock;
+//!   `mcp_tasks_schema.version` records the applied version.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use tokio::sync::broadcast;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::{StoreError, TaskStore, UpdateOutcome};
+use crate::protocol::TaskRecord;
+
+/// The channel the change trigger notifies on.
+const CHANNEL: &str = "mcp_tasks";
+
+/// Versioned migrations; entry `n` brings the schema from version `n` to `n + 1`.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE mcp_tasks (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    status TEXT NOT NULL,
+    expires_at BIGINT,
+    version BIGINT NOT NULL,
+    body BYTEA NOT NULL
+);
+CREATE INDEX mcp_tasks_unfinished ON mcp_tasks (owner) WHERE status IN ('working', 'input_required');
+CREATE INDEX mcp_tasks_expiry ON mcp_tasks (expires_at) WHERE expires_at IS NOT NULL;
+CREATE FUNCTION mcp_tasks_terminal_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.status IN ('completed', 'failed', 'cancelled') THEN
+        RAISE EXCEPTION 'terminal tasks never change (task %)', OLD.id;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER mcp_tasks_terminal_immutable BEFORE UPDATE ON mcp_tasks
+    FOR EACH ROW EXECUTE FUNCTION mcp_tasks_terminal_immutable();
+CREATE FUNCTION mcp_tasks_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_tasks', NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER mcp_tasks_changed AFTER UPDATE ON mcp_tasks
+    FOR EACH ROW EXECUTE FUNCTION mcp_tasks_notify();
+CREATE TABLE mcp_tasks_workers (
+    owner TEXT PRIMARY KEY,
+    lease_until BIGINT NOT NULL
+);
+"];
+
+fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Backend(Box::new(err))
+}
+
+fn encode(task: &TaskRecord) -> Vec<u8> {
+    serde_json::to_vec(task).expect("task records serialize")
+}
+
+fn decode(id: &str, body: &[u8]) -> Result<TaskRecord, StoreError> {
+    serde_json::from_slice(body).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
+}
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Tasks in a PostgreSQL database, shared by any number of server processes.
+pub struct PostgresStore {
+    pool: deadpool_postgres::Pool,
+    changes: broadcast::Sender<String>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:pass@host:port/db`), creates or migrates the schema,
+    /// and starts listening for other workers' changes. The role needs to create tables,
+    /// functions and triggers on first use (or have them created by a role that can), then
+    /// `SELECT, INSERT, UPDATE, DELETE` on `mcp_tasks` and `mcp_tasks_workers`.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(backend)?;
+        let manager = deadpool_postgres::Manager::from_config(
+            config.clone(),
+            NoTls,
+            deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast },
+        );
+        let pool = deadpool_postgres::Pool::builder(manager).max_size(16).build().map_err(backend)?;
+        migrate(&pool).await?;
+        let (changes, _) = broadcast::channel(4096);
+        let listener = listen(config, changes.clone()).await?;
+        Ok(Self { pool, changes, listener })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(backend)
+    }
+
+    async fn records(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(backend)?;
+        let rows = client.query(&statement, params).await.map_err(backend)?;
+        rows.iter().map(|row| decode(row.get::<_, &str>(0), row.get::<_, &[u8]>(1))).collect()
+    }
+}
+
+/// Applies the missing migrations under a transaction-scoped advisory lock, so workers starting
+/// together migrate once.
+async fn migrate(pool: &deadpool_postgres::Pool) -> Result<(), StoreError> {
+    let mut client = pool.get().await.map_err(backend)?;
+    let tx = client.transaction().await.map_err(backend)?;
+    tx.batch_execute(
+        "SELECT pg_advisory_xact_lock(7293047561); \
+         CREATE TABLE IF NOT EXISTS mcp_tasks_schema (version INTEGER NOT NULL); \
+         INSERT INTO mcp_tasks_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM mcp_tasks_schema);",
+    )
+    .await
+    .map_err(backend)?;
+    let current: i32 = tx.query_one("SELECT version FROM mcp_tasks_schema", &[]).await.map_err(backend)?.get(0);
+    let current = usize::try_from(current).unwrap_or(0);
+    if current > MIGRATIONS.len() {
+        return Err(StoreError::Backend(
+            format!("database schema version {current} is newer than this library's {}", MIGRATIONS.len()).into(),
+        ));
+    }
+    for (version, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.batch_execute(sql).await.map_err(backend)?;
+        let next = i32::try_from(version + 1).unwrap_or(i32::MAX);
+        tx.execute("UPDATE mcp_tasks_schema SET version = $1", &[&next]).await.map_err(backend)?;
+    }
+    tx.commit().await.map_err(backend)
+}
+
+/// Opens the `LISTEN` connection and forwards notified ids to `changes` until aborted. A lost
+/// connection is reopened after a pause; changes made meanwhile are seen by the next poll or read.
+async fn listen(
+    config: tokio_postgres::Config,
+    changes: broadcast::Sender<String>,
+) -> Result<tokio::task::JoinHandle<()>, StoreError> {
+    async fn session(
+        config: &tokio_postgres::Config,
+        changes: &broadcast::Sender<String>,
+        ready: Option<tokio::sync::oneshot::Sender<Result<(), StoreError>>>,
+    ) {
+        let (client, mut connection) = match config.connect(NoTls).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                if let Some(ready) = ready {
+                    let _ = ready.send(Err(backend(e)));
+                }
+                return;
+            }
+        };
+        let (tx, mut rx) = futures::channel::mpsc::unbounded();
+        let stream = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        let driver = tokio::spawn(stream.for_each(move |message| {
+            let _ = tx.unbounded_send(message);
+            futures::future::ready(())
+        }));
+        let listening = client.batch_execute(&format!("LISTEN {CHANNEL}")).await.map_err(backend);
+        let failed = listening.is_err();
+        if let Some(ready) = ready {
+            let _ = ready.send(listening);
+        }
+        if failed {
+            driver.abort();
+            return;
+        }
+        while let Some(message) = rx.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    let _ = changes.send(n.payload().to_owned());
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "task change listener lost its connection");
+                    break;
+                }
+            }
+        }
+        driver.abort();
+        drop(client);
+    }
+
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        loop {
+            session(&config, &changes, ready.take()).await;
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    });
+    match ready_rx.await {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => {
+            handle.abort();
+            Err(e)
+        }
+        Err(_) => Err(StoreError::Closed),
+    }
+}
+
+#[async_trait]
+impl TaskStore for PostgresStore {
+    async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .await
+            .map_err(backend)?;
+        let expires = task.expires_at_ms().map(int);
+        let inserted = client
+            .execute(
+                &statement,
+                &[
+                    &task.id,
+                    &task.principal,
+                    &task.owner,
+                    &task.status.as_str(),
+                    &expires,
+                    &int(task.version),
+                    &encode(task),
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                Err(StoreError::Duplicate(task.id.clone()))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached("SELECT body FROM mcp_tasks WHERE id = $1").await.map_err(backend)?;
+        let row = client.query_opt(&statement, &[&id]).await.map_err(backend)?;
+        row.map(|row| decode(id, row.get::<_, &[u8]>(0))).transpose()
+    }
+
+    async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+        let client = self.client().await?;
+        // The status condition keeps the trigger for writers that bypass this library.
+        let statement = client
+            .prepare_cached(
+                "UPDATE mcp_tasks SET status = $2, expires_at = $3, version = $4, body = $5 \
+                 WHERE id = $1 AND version = $6 AND status IN ('working', 'input_required')",
+            )
+            .await
+            .map_err(backend)?;
+        let expires = task.expires_at_ms().map(int);
+        let changed = client
+            .execute(
+                &statement,
+                &[&task.id, &task.status.as_str(), &expires, &int(task.version), &encode(task), &int(expected_version)],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(if changed == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict })
+    }
+
+    async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        let limit = int(limit as u64);
+        match owner {
+            Some(owner) => {
+                self.records(
+                    "SELECT id, body FROM mcp_tasks WHERE owner = $1 AND status IN ('working', 'input_required') LIMIT $2",
+                    &[&owner, &limit],
+                )
+                .await
+            }
+            None => {
+                self.records(
+                    "SELECT id, body FROM mcp_tasks WHERE status IN ('working', 'input_required') LIMIT $1",
+                    &[&limit],
+                )
+                .await
+            }
+        }
+    }
+
+    async fn expired_unfinished(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.records(
+            "SELECT id, body FROM mcp_tasks WHERE expires_at IS NOT NULL AND expires_at <= $1 \
+             AND status IN ('working', 'input_required') LIMIT $2",
+            &[&int(now_ms), &int(limit as u64)],
+        )
+        .await
+    }
+
+    async fn purge(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "DELETE FROM mcp_tasks WHERE id IN \
+                 (SELECT id FROM mcp_tasks WHERE expires_at IS NOT NULL AND expires_at <= $1 LIMIT $2)",
+            )
+            .await
+            .map_err(backend)?;
+        let deleted = client.execute(&statement, &[&int(before_ms), &int(limit as u64)]).await.map_err(backend)?;
+        Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_one("SELECT count(*) FROM mcp_tasks", &[]).await.map_err(backend)?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn changes(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.changes.subscribe())
+    }
+
+    async fn renew_lease(&self, owner: &str, until_ms: u64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "INSERT INTO mcp_tasks_workers (owner, lease_until) VALUES ($1, $2) \
+                 ON CONFLICT (owner) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+            )
+            .await
+            .map_err(backend)?;
+        client.execute(&statement, &[&owner, &int(until_ms)]).await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn orphaned(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        // Unfinished tasks whose owner holds no live lease: it died, or never registered.
+        self.records(
+            "SELECT t.id, t.body FROM mcp_tasks t \
+             WHERE t.status IN ('working', 'input_required') AND NOT EXISTS \
+             (SELECT 1 FROM mcp_tasks_workers w WHERE w.owner = t.owner AND w.lease_until > $1) LIMIT $2",
+            &[&int(now_ms), &int(limit as u64)],
+        )
+        .await
+    }
+}
