@@ -2,11 +2,9 @@
 //! as the input handler. JSON crosses the boundary as strings.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
 use mcp_tasks::client::{Client, ClientConfig, Execution, InputHandler, TaskExecution};
 use mcp_tasks::protocol::client::DriverConfig;
 use napi::bindgen_prelude::{FnArgs, Promise};
@@ -152,24 +150,16 @@ impl NativeCall {
     }
 }
 
-type Updates = Pin<Box<dyn Stream<Item = mcp_tasks::protocol::DetailedTask> + Send>>;
-
 /// A task being followed. Following stops when the object is garbage-collected.
 #[napi]
 pub struct NativeTaskExecution {
     task_id: String,
     inner: Arc<TaskExecution>,
-    updates: Arc<tokio::sync::Mutex<Updates>>,
 }
 
 impl NativeTaskExecution {
     fn new(task: TaskExecution) -> Self {
-        let updates: Updates = Box::pin(task.updates());
-        Self {
-            task_id: task.task_id().to_owned(),
-            inner: Arc::new(task),
-            updates: Arc::new(tokio::sync::Mutex::new(updates)),
-        }
+        Self { task_id: task.task_id().to_owned(), inner: Arc::new(task) }
     }
 }
 
@@ -190,8 +180,7 @@ impl NativeTaskExecution {
     /// The next state (JSON), or `null` once the task has an outcome.
     #[napi]
     pub async fn next_update(&self) -> Option<String> {
-        let updates = Arc::clone(&self.updates);
-        let next = updates.lock().await.next().await;
+        let next = self.inner.next_update().await;
         next.map(|task| serde_json::to_string(&task).expect("tasks serialize"))
     }
 

@@ -1,11 +1,9 @@
 //! Glue for `mcp_tasks::client`: the task client, its executions, and a Python coroutine as the
 //! input handler. JSON crosses the boundary as strings.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
 use mcp_tasks::client::{Client, ClientConfig, Execution, InputHandler, TaskExecution};
 use mcp_tasks::protocol::client::{CancelMode, DriverConfig};
 use pyo3::prelude::*;
@@ -135,24 +133,16 @@ impl PyClient {
     }
 }
 
-type Updates = Pin<Box<dyn Stream<Item = mcp_tasks::protocol::DetailedTask> + Send>>;
-
 /// A task being followed.
 #[pyclass(name = "TaskExecution", module = "mcp_tasks._native", frozen)]
 pub(crate) struct PyTaskExecution {
     task_id: String,
     inner: Arc<TaskExecution>,
-    updates: Arc<tokio::sync::Mutex<Updates>>,
 }
 
 impl PyTaskExecution {
     fn new(task: TaskExecution) -> Self {
-        let updates: Updates = Box::pin(task.updates());
-        Self {
-            task_id: task.task_id().to_owned(),
-            inner: Arc::new(task),
-            updates: Arc::new(tokio::sync::Mutex::new(updates)),
-        }
+        Self { task_id: task.task_id().to_owned(), inner: Arc::new(task) }
     }
 }
 
@@ -171,9 +161,9 @@ impl PyTaskExecution {
 
     /// The next state (JSON), or None once the task has an outcome.
     fn next_update<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let updates = Arc::clone(&self.updates);
+        let inner = Arc::clone(&self.inner);
         crate::awaitable(py, async move {
-            let next = updates.lock().await.next().await;
+            let next = inner.next_update().await;
             Ok(next.map(|task| serde_json::to_string(&task).expect("tasks serialize")))
         })
     }

@@ -3,11 +3,10 @@
 //! input requests and responses) cross as strings; task states and outcomes as records.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use mcp_tasks::client::{Client, ClientConfig, Execution, TaskExecution as CoreExecution};
 use mcp_tasks::protocol::client::{CancelMode as CoreCancelMode, DriverConfig, Outcome as CoreOutcome};
 use mcp_tasks::protocol::{DetailedTask, RpcError, TaskStatus as CoreStatus};
@@ -262,20 +261,16 @@ impl TasksClient {
     }
 }
 
-type Updates = Pin<Box<dyn Stream<Item = DetailedTask> + Send>>;
-
 /// A task being followed. Following stops when the last reference is dropped; the task itself
 /// keeps running on the server and stays persisted for `resume_all`.
 #[derive(uniffi::Object)]
 pub struct TaskExecution {
     inner: Arc<CoreExecution>,
-    updates: Arc<tokio::sync::Mutex<Updates>>,
 }
 
 impl TaskExecution {
     fn new(task: CoreExecution) -> Arc<Self> {
-        let updates: Updates = Box::pin(task.updates());
-        Arc::new(Self { inner: Arc::new(task), updates: Arc::new(tokio::sync::Mutex::new(updates)) })
+        Arc::new(Self { inner: Arc::new(task) })
     }
 }
 
@@ -293,8 +288,7 @@ impl TaskExecution {
 
     /// The next newer state, or `None` once the task has an outcome.
     pub async fn next_update(&self) -> Option<TaskState> {
-        let next = self.updates.lock().await.next().await;
-        next.as_ref().map(TaskState::from)
+        self.inner.next_update().await.as_ref().map(TaskState::from)
     }
 
     /// Waits for the outcome and marks it delivered (`resume_all` will not return it again).

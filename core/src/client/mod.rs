@@ -294,6 +294,8 @@ pub struct TaskExecution {
     state: watch::Receiver<DetailedTask>,
     outcome: watch::Receiver<Option<Outcome>>,
     commands: mpsc::UnboundedSender<Command>,
+    /// The states [`TaskExecution::next_update`] has handed out so far.
+    cursor: tokio::sync::Mutex<tokio_stream::wrappers::WatchStream<DetailedTask>>,
 }
 
 impl std::fmt::Debug for TaskExecution {
@@ -317,6 +319,14 @@ impl TaskExecution {
     /// coalesced if the consumer is slow). Ends when the task has an outcome.
     pub fn updates(&self) -> impl futures::Stream<Item = DetailedTask> + Send + 'static {
         tokio_stream::wrappers::WatchStream::new(self.state.clone())
+    }
+
+    /// The next state of [`TaskExecution::updates`] through one shared cursor (the latest first,
+    /// then each newer one), or `None` once the task has an outcome. For bindings that hand
+    /// states out one call at a time.
+    pub async fn next_update(&self) -> Option<DetailedTask> {
+        use futures::StreamExt;
+        self.cursor.lock().await.next().await
     }
 
     /// Waits for the outcome without marking it delivered (for observers; the consumer of the
@@ -459,6 +469,7 @@ impl Client {
         let execution = TaskExecution {
             task_id: reference.task_id.clone(),
             inner: Arc::clone(&self.inner),
+            cursor: tokio::sync::Mutex::new(tokio_stream::wrappers::WatchStream::new(state.clone())),
             state,
             outcome,
             commands,

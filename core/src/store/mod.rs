@@ -24,6 +24,24 @@ pub use sqlite::{Durability, SqliteStore};
 
 use crate::protocol::TaskRecord;
 
+/// A record as stored by the SQL backends: its JSON.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn encode(task: &TaskRecord) -> Vec<u8> {
+    serde_json::to_vec(task).expect("task records serialize")
+}
+
+/// Reads a stored record; one that does not decode was changed by something else.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn decode(id: &str, body: &[u8]) -> Result<TaskRecord, StoreError> {
+    serde_json::from_slice(body).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
+}
+
+/// Wraps a backend error.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Backend(Box::new(err))
+}
+
 /// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` with an optional
 /// `?durability=full|normal` (feature `sqlite`); `postgres://user:pass@host:port/db` (feature
 /// `postgres`). The one place hosts and bindings turn a configured URL into a store.

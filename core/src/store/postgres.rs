@@ -18,7 +18,7 @@ use futures::StreamExt;
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use super::{StoreError, TaskStore, UpdateOutcome};
+use super::{StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
 use crate::protocol::TaskRecord;
 
 /// The channel the change trigger notifies on.
@@ -58,18 +58,6 @@ CREATE TABLE mcp_tasks_workers (
     lease_until BIGINT NOT NULL
 );
 "];
-
-fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::Backend(Box::new(err))
-}
-
-fn encode(task: &TaskRecord) -> Vec<u8> {
-    serde_json::to_vec(task).expect("task records serialize")
-}
-
-fn decode(id: &str, body: &[u8]) -> Result<TaskRecord, StoreError> {
-    serde_json::from_slice(body).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
-}
 
 fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)

@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{StoreError, TaskStore, UpdateOutcome};
+use super::{StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
 use crate::protocol::TaskRecord;
 
 /// The most writes committed in one transaction.
@@ -146,18 +146,6 @@ impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
     }
-}
-
-fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::Backend(Box::new(err))
-}
-
-fn encode(task: &TaskRecord) -> Vec<u8> {
-    serde_json::to_vec(task).expect("task records serialize")
-}
-
-fn decode(id: &str, body: &[u8]) -> Result<TaskRecord, StoreError> {
-    serde_json::from_slice(body).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
 }
 
 fn expires_at(task: &TaskRecord) -> Option<i64> {
