@@ -179,3 +179,41 @@ async fn a_dead_workers_tasks_fail_once_its_lease_lapses_and_a_new_worker_fails_
     let store = PostgresStore::connect(&url).await.unwrap();
     assert_eq!(store.count().await.unwrap(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+async fn workers_sweeping_together_expire_each_task_once() {
+    let url = common::pg_database().await;
+    let clock = Arc::new(ManualClock::new(1_788_264_000_000));
+    let mut w = Vec::new();
+    for prefix in ["a", "b", "c"] {
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let engine = Engine::builder(Arc::new(store))
+            .clock(clock.clone())
+            .ids(Arc::new(SequentialIds::new(prefix)))
+            .config(EngineConfig { worker_lease: Duration::from_secs(3_600), ..EngineConfig::default() })
+            .build()
+            .await
+            .unwrap();
+        w.push(engine);
+    }
+    let mut works = Vec::new();
+    for (i, engine) in w.iter().enumerate() {
+        for _ in 0..20 {
+            let options = TaskOptions { ttl_ms: Some(Some(1_000 + i as u64)), ..TaskOptions::default() };
+            works.push(engine.create_task("alice", "job", options).await.unwrap());
+        }
+    }
+    clock.advance(5_000);
+    let (a, b, c) = tokio::join!(w[0].sweep(), w[1].sweep(), w[2].sweep());
+    let expired = a.unwrap().expired + b.unwrap().expired + c.unwrap().expired;
+    assert_eq!(expired, 60, "every task expired exactly once across the three sweeps");
+    for (created, ctx) in works {
+        // A task expired by another worker's sweep reaches its own worker through the feed.
+        tokio::time::timeout(WITHIN, ctx.handle().cancelled())
+            .await
+            .expect("the work of an expired task is told to stop");
+        let task = w[2].get("alice", &created.task.task_id).await.unwrap();
+        assert_eq!(task.task.status, TaskStatus::Failed);
+    }
+}
