@@ -17,7 +17,8 @@ fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("protocol types serialize")
 }
 
-/// The task engine over a store given by URL: `sqlite:///path/to/file.db` or `memory://`.
+/// The task engine over a store given by URL: `sqlite:///path/to/file.db[?durability=normal]`,
+/// `postgres://user:pass@host/db` (shared with other workers) or `memory://`.
 #[pyclass(name = "Engine", module = "mcp_tasks._native", frozen)]
 pub(crate) struct PyEngine {
     inner: Engine,
