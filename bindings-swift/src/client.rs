@@ -135,6 +135,15 @@ pub enum CancelMode {
     Observe,
 }
 
+impl From<CancelMode> for CoreCancelMode {
+    fn from(mode: CancelMode) -> Self {
+        match mode {
+            CancelMode::Stop => Self::Stop,
+            CancelMode::Observe => Self::Observe,
+        }
+    }
+}
+
 /// Options of [`TasksClient`].
 #[derive(Clone, Debug, uniffi::Record)]
 pub struct ClientOptions {
@@ -298,11 +307,7 @@ impl TaskExecution {
 
     /// Sends `tasks/cancel`.
     pub fn cancel(&self, mode: CancelMode) -> Result<(), TasksError> {
-        let mode = match mode {
-            CancelMode::Stop => CoreCancelMode::Stop,
-            CancelMode::Observe => CoreCancelMode::Observe,
-        };
-        Ok(self.inner.cancel(mode)?)
+        Ok(self.inner.cancel(mode.into())?)
     }
 
     /// Answers input request `key` with `response_json`.

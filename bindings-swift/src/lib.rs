@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod error;
+pub mod protocol;
 
 uniffi::setup_scaffolding!();
 

@@ -923,6 +923,324 @@ public func FfiConverterTypeObservationHandle_lower(_ value: ObservationHandle) 
 
 
 /**
+ * Follows one task, sans-IO: feed it the server's answers, send what `poll_outgoing` returns,
+ * call `handle_timeout` at `poll_timeout`, read `poll_event` until `finished`.
+ */
+public protocol TaskDriverProtocol: AnyObject, Sendable {
+    
+    /**
+     * Answers input request `key` (sent by the next `poll_outgoing`).
+     */
+    func answer(key: String, responseJson: String) throws 
+    
+    /**
+     * Asks to cancel.
+     */
+    func cancel(mode: CancelMode) throws 
+    
+    /**
+     * A `tasks/get` result (JSON) arrived.
+     */
+    func handleGet(nowMs: UInt64, resultJson: String) throws 
+    
+    /**
+     * `tasks/get` answered with a JSON-RPC error object (JSON).
+     */
+    func handleGetError(nowMs: UInt64, errorJson: String) throws 
+    
+    /**
+     * A `notifications/tasks` params object (JSON) arrived.
+     */
+    func handleNotification(nowMs: UInt64, paramsJson: String) throws 
+    
+    /**
+     * The clock reached the timeout.
+     */
+    func handleTimeout(nowMs: UInt64) 
+    
+    /**
+     * The newest state seen (JSON).
+     */
+    func latest()  -> String
+    
+    /**
+     * The outcome (JSON), or `None` while the task runs.
+     */
+    func outcome()  -> String?
+    
+    /**
+     * The next event as JSON (`status`, `input_requested` or `finished`), or `None`.
+     */
+    func pollEvent()  -> String?
+    
+    /**
+     * The next request to send, as JSON `{"method", "params"}`, or `None`.
+     */
+    func pollOutgoing()  -> String?
+    
+    /**
+     * When `handle_timeout` is due (Unix ms), or `None`.
+     */
+    func pollTimeout()  -> UInt64?
+    
+}
+/**
+ * Follows one task, sans-IO: feed it the server's answers, send what `poll_outgoing` returns,
+ * call `handle_timeout` at `poll_timeout`, read `poll_event` until `finished`.
+ */
+open class TaskDriver: TaskDriverProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mcp_tasks_ffi_fn_clone_taskdriver(self.handle, $0) }
+    }
+    /**
+     * Starts from a `CreateTaskResult` (JSON) received at `now_ms`.
+     */
+public convenience init(createdJson: String, nowMs: UInt64)throws  {
+    let handle =
+        try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_constructor_taskdriver_new(
+        FfiConverterString.lower(createdJson),
+        FfiConverterUInt64.lower(nowMs),uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_mcp_tasks_ffi_fn_free_taskdriver(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Answers input request `key` (sent by the next `poll_outgoing`).
+     */
+open func answer(key: String, responseJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_answer(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(key),
+        FfiConverterString.lower(responseJson),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Asks to cancel.
+     */
+open func cancel(mode: CancelMode)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_cancel(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeCancelMode_lower(mode),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * A `tasks/get` result (JSON) arrived.
+     */
+open func handleGet(nowMs: UInt64, resultJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_get(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(nowMs),
+        FfiConverterString.lower(resultJson),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * `tasks/get` answered with a JSON-RPC error object (JSON).
+     */
+open func handleGetError(nowMs: UInt64, errorJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_get_error(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(nowMs),
+        FfiConverterString.lower(errorJson),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * A `notifications/tasks` params object (JSON) arrived.
+     */
+open func handleNotification(nowMs: UInt64, paramsJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_notification(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(nowMs),
+        FfiConverterString.lower(paramsJson),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The clock reached the timeout.
+     */
+open func handleTimeout(nowMs: UInt64)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_timeout(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(nowMs),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The newest state seen (JSON).
+     */
+open func latest() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_latest(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The outcome (JSON), or `None` while the task runs.
+     */
+open func outcome() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_outcome(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The next event as JSON (`status`, `input_requested` or `finished`), or `None`.
+     */
+open func pollEvent() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_event(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The next request to send, as JSON `{"method", "params"}`, or `None`.
+     */
+open func pollOutgoing() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_outgoing(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * When `handle_timeout` is due (Unix ms), or `None`.
+     */
+open func pollTimeout() -> UInt64?  {
+    return try!  FfiConverterOptionUInt64.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_timeout(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTaskDriver: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = TaskDriver
+
+    public static func lift(_ handle: UInt64) throws -> TaskDriver {
+        return TaskDriver(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: TaskDriver) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TaskDriver {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: TaskDriver, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTaskDriver_lift(_ handle: UInt64) throws -> TaskDriver {
+    return try FfiConverterTypeTaskDriver.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTaskDriver_lower(_ value: TaskDriver) -> UInt64 {
+    return FfiConverterTypeTaskDriver.lower(value)
+}
+
+
+
+
+
+
+/**
  * A task being followed. Following stops when the last reference is dropped; the task itself
  * keeps running on the server and stays persisted for `resume_all`.
  */
@@ -2680,6 +2998,21 @@ public func protocolVersion() -> String  {
     )
 })
 }
+/**
+ * Classifies a `tools/call` result (JSON); `declared` says whether the request declared the
+ * tasks extension. Returns JSON `{"kind": "complete" | "input_required" | "task", ...}`; a task
+ * answer to a non-declaring request, an unknown `resultType` or a malformed task is an error
+ * (-32602).
+ */
+public func classifyToolsCall(resultJson: String, declared: Bool)throws  -> String  {
+    return try  FfiConverterString.lift(try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_func_classify_tools_call(
+        FfiConverterString.lower(resultJson),
+        FfiConverterBool.lower(declared),uniffiCallStatus
+    )
+})
+}
 
 private enum InitializationResult {
     case ok
@@ -2700,6 +3033,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_func_protocol_version() != 12312) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_func_classify_tools_call() != 30219) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle() != 32194) {
@@ -2741,7 +3077,43 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_resume_all() != 7481) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_answer() != 12540) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_cancel() != 47619) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get() != 2650) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get_error() != 30143) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_notification() != 47961) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_timeout() != 40205) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_latest() != 54166) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_outcome() != 14426) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_event() != 63405) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_outgoing() != 39771) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_timeout() != 2340) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_constructor_tasksclient_new() != 43165) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_constructor_taskdriver_new() != 2252) {
         return InitializationResult.apiChecksumMismatch
     }
 

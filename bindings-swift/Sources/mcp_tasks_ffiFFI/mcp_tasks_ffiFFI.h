@@ -413,6 +413,76 @@ uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_call_tool(uint64_t ptr, Rust
 uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_resume_all(uint64_t ptr
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_TASKDRIVER
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_TASKDRIVER
+uint64_t uniffi_mcp_tasks_ffi_fn_clone_taskdriver(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FREE_TASKDRIVER
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FREE_TASKDRIVER
+void uniffi_mcp_tasks_ffi_fn_free_taskdriver(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CONSTRUCTOR_TASKDRIVER_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CONSTRUCTOR_TASKDRIVER_NEW
+uint64_t uniffi_mcp_tasks_ffi_fn_constructor_taskdriver_new(RustBuffer created_json, uint64_t now_ms, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_ANSWER
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_ANSWER
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_answer(uint64_t ptr, RustBuffer key, RustBuffer response_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_CANCEL
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_cancel(uint64_t ptr, RustBuffer mode, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_GET
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_GET
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_get(uint64_t ptr, uint64_t now_ms, RustBuffer result_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_GET_ERROR
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_GET_ERROR
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_get_error(uint64_t ptr, uint64_t now_ms, RustBuffer error_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_NOTIFICATION
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_NOTIFICATION
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_notification(uint64_t ptr, uint64_t now_ms, RustBuffer params_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_TIMEOUT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_TIMEOUT
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_timeout(uint64_t ptr, uint64_t now_ms, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_LATEST
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_LATEST
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_latest(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_OUTCOME
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_OUTCOME
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_outcome(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_EVENT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_EVENT
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_event(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_OUTGOING
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_OUTGOING
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_outgoing(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_TIMEOUT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_TIMEOUT
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_timeout(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_EXTENSION_ID
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_EXTENSION_ID
 RustBuffer uniffi_mcp_tasks_ffi_fn_func_extension_id(RustCallStatus *_Nonnull out_status
@@ -423,6 +493,11 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_func_extension_id(RustCallStatus *_Nonnull ou
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_PROTOCOL_VERSION
 RustBuffer uniffi_mcp_tasks_ffi_fn_func_protocol_version(RustCallStatus *_Nonnull out_status
     
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_CLASSIFY_TOOLS_CALL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_CLASSIFY_TOOLS_CALL
+RustBuffer uniffi_mcp_tasks_ffi_fn_func_classify_tools_call(RustBuffer result_json, int8_t declared, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_FFI_MCP_TASKS_FFI_RUSTBUFFER_ALLOC
@@ -697,6 +772,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_func_protocol_version(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_FUNC_CLASSIFY_TOOLS_CALL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_FUNC_CLASSIFY_TOOLS_CALL
+uint16_t uniffi_mcp_tasks_ffi_checksum_func_classify_tools_call(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INPUTHANDLER_HANDLE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INPUTHANDLER_HANDLE
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle(void
@@ -775,9 +856,81 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasksclient_resume_all(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_ANSWER
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_ANSWER
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_answer(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_CANCEL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_GET
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_GET
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_GET_ERROR
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_GET_ERROR
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get_error(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_NOTIFICATION
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_NOTIFICATION
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_notification(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_TIMEOUT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_TIMEOUT
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_timeout(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_LATEST
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_LATEST
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_latest(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_OUTCOME
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_OUTCOME
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_outcome(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_EVENT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_EVENT
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_event(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_OUTGOING
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_OUTGOING
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_outgoing(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_TIMEOUT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_TIMEOUT
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_timeout(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKSCLIENT_NEW
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKSCLIENT_NEW
 uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_tasksclient_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKDRIVER_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKDRIVER_NEW
+uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_taskdriver_new(void
     
 );
 #endif

@@ -1,0 +1,132 @@
+//! Glue for `mcp_tasks::protocol::client`: the sans-IO client protocol (classify a `tools/call`
+//! answer, follow one task with a driver) for hosts that send JSON-RPC themselves. JSON in and
+//! out as strings; times are Unix milliseconds passed in.
+
+use std::sync::Mutex;
+
+use mcp_tasks::protocol::client::{
+    CallResult, DriverConfig, DriverEvent, TaskDriver as CoreDriver, classify, parse_detailed,
+};
+use mcp_tasks::protocol::{ProtocolError, RpcError};
+use serde_json::json;
+
+use crate::client::CancelMode;
+use crate::error::{TasksError, parse_json};
+
+fn invalid(err: impl std::fmt::Display) -> TasksError {
+    ProtocolError::InvalidParams(err.to_string()).into()
+}
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("protocol types serialize")
+}
+
+/// Classifies a `tools/call` result (JSON); `declared` says whether the request declared the
+/// tasks extension. Returns JSON `{"kind": "complete" | "input_required" | "task", ...}`; a task
+/// answer to a non-declaring request, an unknown `resultType` or a malformed task is an error
+/// (-32602).
+#[uniffi::export]
+pub fn classify_tools_call(result_json: String, declared: bool) -> Result<String, TasksError> {
+    let result = parse_json("result", &result_json)?;
+    Ok(match classify("tools/call", result, declared).map_err(invalid)? {
+        CallResult::Complete(result) => to_json(&json!({"kind": "complete", "result": result})),
+        CallResult::InputRequired(round) => to_json(&json!({"kind": "input_required", "result": round})),
+        CallResult::Task(task) => to_json(&json!({"kind": "task", "task": task})),
+    })
+}
+
+/// Follows one task, sans-IO: feed it the server's answers, send what `poll_outgoing` returns,
+/// call `handle_timeout` at `poll_timeout`, read `poll_event` until `finished`.
+#[derive(uniffi::Object)]
+pub struct TaskDriver {
+    inner: Mutex<CoreDriver>,
+}
+
+impl TaskDriver {
+    fn with<T>(&self, f: impl FnOnce(&mut CoreDriver) -> T) -> T {
+        f(&mut self.inner.lock().expect("driver lock"))
+    }
+}
+
+#[uniffi::export]
+impl TaskDriver {
+    /// Starts from a `CreateTaskResult` (JSON) received at `now_ms`.
+    #[uniffi::constructor]
+    pub fn new(created_json: String, now_ms: u64) -> Result<std::sync::Arc<Self>, TasksError> {
+        let created = parse_json("CreateTaskResult", &created_json)?;
+        let CallResult::Task(task) = classify("tools/call", created, true).map_err(invalid)? else {
+            return Err(invalid("not a CreateTaskResult"));
+        };
+        Ok(std::sync::Arc::new(Self { inner: Mutex::new(CoreDriver::new(task, now_ms, DriverConfig::default())) }))
+    }
+
+    /// The newest state seen (JSON).
+    pub fn latest(&self) -> String {
+        self.with(|d| to_json(d.latest()))
+    }
+
+    /// The outcome (JSON), or `None` while the task runs.
+    pub fn outcome(&self) -> Option<String> {
+        self.with(|d| d.outcome().map(to_json))
+    }
+
+    /// A `tasks/get` result (JSON) arrived.
+    pub fn handle_get(&self, now_ms: u64, result_json: String) -> Result<(), TasksError> {
+        let task = parse_detailed(parse_json("result", &result_json)?).map_err(invalid)?;
+        self.with(|d| d.handle_get(now_ms, task));
+        Ok(())
+    }
+
+    /// A `notifications/tasks` params object (JSON) arrived.
+    pub fn handle_notification(&self, now_ms: u64, params_json: String) -> Result<(), TasksError> {
+        let task = parse_detailed(parse_json("params", &params_json)?).map_err(invalid)?;
+        self.with(|d| d.handle_notification(now_ms, task));
+        Ok(())
+    }
+
+    /// `tasks/get` answered with a JSON-RPC error object (JSON).
+    pub fn handle_get_error(&self, now_ms: u64, error_json: String) -> Result<(), TasksError> {
+        let error: RpcError = serde_json::from_value(parse_json("error", &error_json)?).map_err(invalid)?;
+        self.with(|d| d.handle_get_error(now_ms, &error));
+        Ok(())
+    }
+
+    /// When `handle_timeout` is due (Unix ms), or `None`.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.with(|d| d.poll_timeout())
+    }
+
+    /// The clock reached the timeout.
+    pub fn handle_timeout(&self, now_ms: u64) {
+        self.with(|d| d.handle_timeout(now_ms));
+    }
+
+    /// The next request to send, as JSON `{"method", "params"}`, or `None`.
+    pub fn poll_outgoing(&self) -> Option<String> {
+        self.with(|d| d.poll_outgoing().map(|out| to_json(&json!({"method": out.method(), "params": out.params()}))))
+    }
+
+    /// The next event as JSON (`status`, `input_requested` or `finished`), or `None`.
+    pub fn poll_event(&self) -> Option<String> {
+        self.with(|d| {
+            d.poll_event().map(|event| match event {
+                DriverEvent::Status(task) => to_json(&json!({"kind": "status", "task": task})),
+                DriverEvent::InputRequested { key, request } => {
+                    to_json(&json!({"kind": "input_requested", "key": key, "request": request}))
+                }
+                DriverEvent::Finished(outcome) => to_json(&json!({"kind": "finished", "outcome": outcome})),
+            })
+        })
+    }
+
+    /// Answers input request `key` (sent by the next `poll_outgoing`).
+    pub fn answer(&self, key: String, response_json: String) -> Result<(), TasksError> {
+        let response = parse_json("response", &response_json)?;
+        self.with(|d| d.answer(&key, response)).map_err(invalid)
+    }
+
+    /// Asks to cancel.
+    pub fn cancel(&self, mode: CancelMode) -> Result<(), TasksError> {
+        self.with(|d| d.cancel(mode.into())).map_err(invalid)
+    }
+}
