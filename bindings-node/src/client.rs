@@ -12,7 +12,7 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::error::{client_error, parse_json, store_path};
+use crate::error::{client_error, parse_json};
 
 /// `(taskId | null, key, requestJson) => Promise<responseJson | null>`.
 type InputFn = ThreadsafeFunction<
@@ -95,10 +95,7 @@ impl NativeClient {
             builder = builder.client_info(name, options.client_version.as_deref().unwrap_or("0"));
         }
         if let Some(url) = options.store.as_deref() {
-            builder = match store_path(url)? {
-                None => builder.memory_store(),
-                Some(path) => builder.sqlite_store(path).map_err(client_error)?,
-            };
+            builder = builder.store_url(url).map_err(client_error)?;
         }
         if let Some(handler) = input_handler {
             builder = builder.input_handler(JsInputHandler(Arc::new(handler)));

@@ -45,13 +45,3 @@ pub(crate) fn parse_json(what: &str, text: &str) -> napi::Result<Value> {
     serde_json::from_str(text)
         .map_err(|e| protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}"))))
 }
-
-/// Reads a client store URL: `None` for `memory://`, the path for `sqlite:///path`.
-pub(crate) fn store_path(url: &str) -> napi::Result<Option<&str>> {
-    if url == "memory://" {
-        return Ok(None);
-    }
-    url.strip_prefix("sqlite://").map(Some).ok_or_else(|| {
-        protocol_error(&ProtocolError::InvalidParams(format!("unknown store {url:?}: use sqlite:///path or memory://")))
-    })
-}

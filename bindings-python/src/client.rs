@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
-use crate::error::{client_error, parse_json, store_path};
+use crate::error::{client_error, parse_json};
 
 /// Calls a Python `async def handler(task_id, key, request_json) -> str | None` for each input
 /// request, on the event loop the client was created on.
@@ -73,10 +73,7 @@ impl PyClient {
             builder = builder.header(name, value);
         }
         if let Some(url) = store.as_deref() {
-            builder = match store_path(url)? {
-                None => builder.memory_store(),
-                Some(path) => builder.sqlite_store(path).map_err(client_error)?,
-            };
+            builder = builder.store_url(url).map_err(client_error)?;
         }
         if let Some(callback) = input_handler {
             // The handler's coroutines run on the loop that is current now.

@@ -49,16 +49,6 @@ pub(crate) fn parse_json(what: &str, text: &str) -> PyResult<serde_json::Value> 
         .map_err(|e| protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}"))))
 }
 
-/// Reads a client store URL: `Ok(None)` for `memory://`, `Ok(Some(path))` for `sqlite:///path`.
-pub(crate) fn store_path(url: &str) -> PyResult<Option<&str>> {
-    if url == "memory://" {
-        return Ok(None);
-    }
-    url.strip_prefix("sqlite://").map(Some).ok_or_else(|| {
-        pyo3::exceptions::PyValueError::new_err(format!("unknown store {url:?}: use sqlite:///path or memory://"))
-    })
-}
-
 /// Maps a store error from opening an engine's store: a bad URL is a `ValueError`.
 pub(crate) fn store_error(err: StoreError) -> PyErr {
     match err {
@@ -81,7 +71,7 @@ pub(crate) fn client_error(err: ClientError) -> PyErr {
             };
             (kind, rpc.data.as_ref().map(|d| d.to_string()))
         }
-        ClientError::Driver(_) => (ErrorKind::InvalidParams, None),
+        ClientError::Driver(_) | ClientError::InvalidStoreUrl(_) => (ErrorKind::InvalidParams, None),
         _ => (ErrorKind::Internal, None),
     };
     raise(kind, err.code(), err.to_string(), data)

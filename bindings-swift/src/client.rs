@@ -12,7 +12,7 @@ use mcp_tasks::protocol::client::{CancelMode as CoreCancelMode, DriverConfig, Ou
 use mcp_tasks::protocol::{DetailedTask, RpcError, TaskStatus as CoreStatus};
 use serde_json::Value;
 
-use crate::error::{TasksError, parse_json, store_path};
+use crate::error::{TasksError, parse_json};
 
 /// A task's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, uniffi::Enum)]
@@ -241,10 +241,7 @@ impl TasksClient {
             builder = builder.client_info(name, options.client_version.as_deref().unwrap_or("0"));
         }
         if let Some(url) = options.store.as_deref() {
-            builder = match store_path(url)? {
-                None => builder.memory_store(),
-                Some(path) => builder.sqlite_store(path)?,
-            };
+            builder = builder.store_url(url)?;
         }
         if let Some(handler) = input_handler {
             builder = builder.input_handler(ForeignInput(handler));

@@ -49,13 +49,3 @@ pub(crate) fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, Ta
     serde_json::from_str(text)
         .map_err(|e| ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}")).into())
 }
-
-/// Reads a client store URL: `None` for `memory://`, the path for `sqlite:///path`.
-pub(crate) fn store_path(url: &str) -> Result<Option<&str>, TasksError> {
-    if url == "memory://" {
-        return Ok(None);
-    }
-    url.strip_prefix("sqlite://").map(Some).ok_or_else(|| {
-        ProtocolError::InvalidParams(format!("unknown store {url:?}: use sqlite:///path or memory://")).into()
-    })
-}

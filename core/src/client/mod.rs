@@ -69,6 +69,9 @@ pub enum ClientError {
     /// The execution was detached or its driver stopped.
     #[error("the task is no longer driven by this client")]
     Detached,
+    /// A reference-store URL names no store ([`ClientBuilder::store_url`]).
+    #[error("unknown store {0:?}: use sqlite:///path or memory://")]
+    InvalidStoreUrl(String),
 }
 
 impl ClientError {
@@ -76,7 +79,7 @@ impl ClientError {
     pub fn code(&self) -> i64 {
         match self {
             Self::Rpc(e) => e.code,
-            Self::Driver(_) => ErrorKind::InvalidParams.code(),
+            Self::Driver(_) | Self::InvalidStoreUrl(_) => ErrorKind::InvalidParams.code(),
             _ => ErrorKind::Internal.code(),
         }
     }
@@ -194,6 +197,19 @@ impl ClientBuilder {
     #[cfg(feature = "sqlite")]
     pub fn sqlite_store(self, path: impl AsRef<std::path::Path>) -> Result<Self, ClientError> {
         Ok(self.store(Arc::new(SqliteClientStore::open(path)?)))
+    }
+
+    /// Persists task references where `url` says: `sqlite:///path` (a SQLite file) or
+    /// `memory://`. The one parser of client store URLs, shared by the bindings.
+    #[cfg(feature = "sqlite")]
+    pub fn store_url(self, url: &str) -> Result<Self, ClientError> {
+        if url == "memory://" {
+            return Ok(self.memory_store());
+        }
+        match url.strip_prefix("sqlite://") {
+            Some(path) => self.sqlite_store(path),
+            None => Err(ClientError::InvalidStoreUrl(url.to_owned())),
+        }
     }
 
     /// Answers input requests with `handler`.

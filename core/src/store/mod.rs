@@ -46,7 +46,6 @@ pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> St
 /// `?durability=full|normal` (feature `sqlite`); `postgres://user:pass@host:port/db` (feature
 /// `postgres`). The one place hosts and bindings turn a configured URL into a store.
 pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError> {
-    let unknown = || StoreError::InvalidUrl(format!("{url:?}: use memory://, sqlite:///path or postgres://..."));
     if url == "memory://" {
         return Ok(std::sync::Arc::new(MemoryStore::new()));
     }
@@ -59,16 +58,15 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError
             _ => return Err(StoreError::InvalidUrl(format!("{url:?}: the only option is durability=full|normal"))),
         };
         let path = path.to_owned();
-        let store = tokio::task::spawn_blocking(move || SqliteStore::open_with(path, durability))
-            .await
-            .map_err(|e| StoreError::Backend(Box::new(e)))??;
+        let store =
+            tokio::task::spawn_blocking(move || SqliteStore::open_with(path, durability)).await.map_err(backend)??;
         return Ok(std::sync::Arc::new(store));
     }
     #[cfg(feature = "postgres")]
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(std::sync::Arc::new(PostgresStore::connect(url).await?));
     }
-    Err(unknown())
+    Err(StoreError::InvalidUrl(format!("{url:?}: use memory://, sqlite:///path or postgres://...")))
 }
 
 /// Why a store operation failed.
