@@ -7,6 +7,8 @@ The workload: 1,000 ``tools/call`` creates of a task tool (the tool returns at o
   (``durability=full``: every commit fsynced, survives power loss);
 - ``mcp-tasks-normal``: the same with ``?durability=normal`` (survives a process crash, not a
   power loss; commits run inline without an fsync);
+- ``mcp-tasks-memory``: the same on ``memory://`` (not durable), to separate the glue's cost
+  from the store's;
 - ``dict floor``: a non-durable dict-store extension on the same ``MCPServer``, written here only
   as the baseline (the SDK's own cost of a task round trip);
 - ``fastmcp-tasks``: fastmcp-tasks 4.1.4 on FastMCP with ``memory://``.
@@ -37,7 +39,7 @@ N_TASKS = 1_000
 HTTP_CLIENTS = 16
 RUNS = 3  # each figure is the median of this many runs, interleaved across servers
 EXT = "io.modelcontextprotocol/tasks"
-IMPLS = ("mcp-tasks", "mcp-tasks-normal", "dict-floor", "fastmcp-tasks")
+IMPLS = ("mcp-tasks", "mcp-tasks-normal", "mcp-tasks-memory", "dict-floor", "fastmcp-tasks")
 
 
 # -- the servers ---------------------------------------------------------------------------------
@@ -131,6 +133,8 @@ def build(impl: str, store_dir: str) -> Any:
         return ours_server(f"sqlite:///{store_dir}/tasks.db")
     if impl == "mcp-tasks-normal":
         return ours_server(f"sqlite:///{store_dir}/tasks.db?durability=normal")
+    if impl == "mcp-tasks-memory":
+        return ours_server("memory://")
     if impl == "dict-floor":
         return dict_floor_server()
     return fastmcp_server()
