@@ -1,6 +1,7 @@
 //! Glue for `mcp_tasks::engine`: the engine, a task's work handle, and listen subscriptions.
-//! JSON crosses the boundary as strings (serde_json here, `json` in Python); every async method
-//! returns an awaitable that runs on the shared tokio runtime without holding the GIL.
+//! JSON crosses the boundary as Python objects (dicts, lists, ...; converted by pythonize);
+//! every async method returns an awaitable that runs on the shared tokio runtime without
+//! holding the GIL, or is already resolved when the work finished without waiting.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,10 +12,17 @@ use mcp_tasks::protocol::RpcError;
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
 
-use crate::error::{engine_error, parse_json as parse, protocol_error, store_error};
+use crate::error::{engine_error, protocol_error, store_error};
+use crate::{Pythonized, from_py};
 
-fn to_json(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).expect("protocol types serialize")
+/// A JSON object argument; anything else is -32602 naming `what`.
+fn object(what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    match from_py(what, value)? {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => {
+            Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("{what} must be an object"))))
+        }
+    }
 }
 
 /// The task engine over a store given by URL: `sqlite:///path/to/file.db[?durability=normal]`,
@@ -172,8 +180,10 @@ impl PyEngine {
         })
     }
 
-    /// Creates a task durably; resolves to `(create_task_result_json, TaskContext)`.
-    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None))]
+    /// Creates a task durably; resolves to `(CreateTaskResult dict, TaskContext)`. `arguments`
+    /// (the call's arguments object), when given, is first checked against the size limit.
+    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None))]
+    #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn create_task<'py>(
         &self,
         py: Python<'py>,
@@ -182,7 +192,11 @@ impl PyEngine {
         ttl_ms: Option<u64>,
         unlimited_ttl: bool,
         poll_interval_ms: Option<u64>,
+        arguments: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(arguments) = arguments {
+            self.check_arguments(arguments)?;
+        }
         let engine = self.inner.clone();
         let ttl = if unlimited_ttl { Some(None) } else { ttl_ms.map(Some) };
         let options = TaskOptions { ttl_ms: ttl, poll_interval_ms };
@@ -192,11 +206,11 @@ impl PyEngine {
             let id = ctx.task_id().to_owned();
             let handle = ctx.handle();
             let ctx = parking_lot::Mutex::new(Some(ctx));
-            Ok((to_json(&created), PyTaskContext { id, handle, ctx, callbacks }))
+            Ok((Pythonized(created), PyTaskContext { id, handle, ctx, callbacks }))
         })
     }
 
-    /// `tasks/get`: resolves to the `DetailedTask` JSON.
+    /// `tasks/get`: resolves to the `DetailedTask` (a dict).
     fn get<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();
         let callbacks = Arc::clone(&self.callbacks);
@@ -206,26 +220,19 @@ impl PyEngine {
                 // A read can be what notices an expiry: stop the work now, not at the next sweep.
                 callbacks.fire_if_cancelled(&task_id);
             }
-            Ok(to_json(&task))
+            Ok(Pythonized(task))
         })
     }
 
-    /// `tasks/update` with `input_responses` (a JSON object).
+    /// `tasks/update` with `input_responses` (an object: key -> response object).
     fn update<'py>(
         &self,
         py: Python<'py>,
         principal: String,
         task_id: String,
-        input_responses: String,
+        input_responses: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let responses = match parse("inputResponses", &input_responses)? {
-            serde_json::Value::Object(map) => map,
-            _ => {
-                return Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(
-                    "inputResponses must be an object".into(),
-                )));
-            }
-        };
+        let responses = object("inputResponses", input_responses)?;
         let engine = self.inner.clone();
         crate::awaitable(py, async move { engine.update(&principal, &task_id, responses).await.map_err(engine_error) })
     }
@@ -251,14 +258,10 @@ impl PyEngine {
         })
     }
 
-    /// Checks the size of a `tools/call` arguments object (JSON) against the limit.
-    fn check_arguments(&self, arguments: &str) -> PyResult<()> {
-        match parse("arguments", arguments)? {
-            serde_json::Value::Object(map) => self.inner.check_arguments(&map).map_err(|e| protocol_error(&e)),
-            _ => Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(
-                "arguments must be an object".into(),
-            ))),
-        }
+    /// Checks the size of a `tools/call` arguments object against the limit.
+    fn check_arguments(&self, arguments: &Bound<'_, PyAny>) -> PyResult<()> {
+        let map = object("arguments", arguments)?;
+        self.inner.check_arguments(&map).map_err(|e| protocol_error(&e))
     }
 }
 
@@ -333,23 +336,21 @@ impl PyTaskContext {
         crate::awaitable(py, async move { handle.set_status_message(message).await.map_err(engine_error) })
     }
 
-    /// Asks for input (`requests`: a JSON `InputRequests` object); resolves to the answers' JSON.
-    fn request_input<'py>(&self, py: Python<'py>, requests: String) -> PyResult<Bound<'py, PyAny>> {
-        let requests = match parse("inputRequests", &requests)? {
-            serde_json::Value::Object(map) => map,
-            _ => return Err(pyo3::exceptions::PyValueError::new_err("inputRequests must be a JSON object")),
-        };
+    /// Asks for input (`requests`: an `InputRequests` object, key -> request); resolves to the
+    /// answers (key -> response).
+    fn request_input<'py>(&self, py: Python<'py>, requests: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let requests = object("inputRequests", requests)?;
         let handle = self.handle.clone();
         crate::awaitable(py, async move {
             let answers = handle.request_input(requests).await.map_err(engine_error)?;
-            Ok(to_json(&answers))
+            Ok(Pythonized(answers))
         })
     }
 
-    /// Completes with a `CallToolResult` (JSON); resolves to False if the task was already
+    /// Completes with a `CallToolResult` (a dict); resolves to False if the task was already
     /// terminal (the result is discarded).
-    fn complete<'py>(&self, py: Python<'py>, result: String) -> PyResult<Bound<'py, PyAny>> {
-        let result = parse("result", &result)?;
+    fn complete<'py>(&self, py: Python<'py>, result: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let result = from_py("result", result)?;
         let ctx = self.take();
         crate::awaitable(py, async move {
             match ctx {
@@ -366,11 +367,11 @@ impl PyTaskContext {
         py: Python<'py>,
         code: i64,
         message: String,
-        data: Option<String>,
+        data: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mut error = RpcError::new(code, message);
         if let Some(data) = data {
-            error = error.with_data(parse("data", &data)?);
+            error = error.with_data(from_py("data", data)?);
         }
         let ctx = self.take();
         crate::awaitable(py, async move {
@@ -382,7 +383,7 @@ impl PyTaskContext {
     }
 }
 
-/// A listen subscription: the acknowledged ids, then each state as `DetailedTask` JSON.
+/// A listen subscription: the acknowledged ids, then each state as a `DetailedTask` dict.
 #[pyclass(name = "Subscription", module = "mcp_tasks._native", frozen)]
 pub(crate) struct PySubscription {
     accepted: Vec<String>,
@@ -397,9 +398,9 @@ impl PySubscription {
         self.accepted.clone()
     }
 
-    /// The next state (JSON), or None once every accepted task is terminal.
+    /// The next state (a dict), or None once every accepted task is terminal.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
-        crate::awaitable(py, async move { Ok(inner.lock().await.next().await.map(|task| to_json(&task))) })
+        crate::awaitable(py, async move { Ok(inner.lock().await.next().await.map(Pythonized)) })
     }
 }

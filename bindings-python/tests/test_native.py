@@ -16,17 +16,16 @@ from mcp_tasks.errors import InvalidParamsError, McpTaskError, TaskNotFoundError
 
 async def test_create_get_complete() -> None:
     engine = _native.Engine("memory://", default_poll_interval_ms=250)
-    created_json, task = await engine.create_task("alice", "tool")
-    created = json.loads(created_json)
+    created, task = await engine.create_task("alice", "tool")
     assert created["resultType"] == "task"
     assert created["status"] == "working"
     assert created["pollIntervalMs"] == 250
     assert len(created["taskId"]) == 44
     await task.set_status_message("halfway")
-    got = json.loads(await engine.get("alice", task.task_id))
+    got = await engine.get("alice", task.task_id)
     assert (got["status"], got["statusMessage"]) == ("working", "halfway")
-    assert await task.complete(json.dumps({"content": [{"type": "text", "text": "ok"}], "isError": False}))
-    got = json.loads(await engine.get("alice", task.task_id))
+    assert await task.complete({"content": [{"type": "text", "text": "ok"}], "isError": False})
+    got = await engine.get("alice", task.task_id)
     assert got["status"] == "completed"
     assert got["result"]["resultType"] == "complete"
 
@@ -39,9 +38,9 @@ async def test_errors_carry_codes_and_builtin_bases() -> None:
     assert caught.value.code == -32602
     assert isinstance(caught.value, LookupError) and isinstance(caught.value, McpTaskError)
     with pytest.raises(InvalidParamsError):
-        await engine.update("alice", task.task_id, "[1, 2]")
+        await engine.update("alice", task.task_id, [1, 2])  # type: ignore[arg-type]
     with pytest.raises(InvalidParamsError) as too_big:
-        engine.check_arguments(json.dumps({"x": "y" * (2 << 20)}))
+        engine.check_arguments({"x": "y" * (2 << 20)})
     assert too_big.value.data["what"] == "arguments"
 
 
@@ -49,23 +48,23 @@ async def test_input_round_and_cancel() -> None:
     engine = _native.Engine("memory://")
     _, task = await engine.create_task("p", "tool")
     asking = asyncio.ensure_future(
-        task.request_input(json.dumps({"a": {"method": "roots/list", "params": {}}, "b": {"method": "roots/list", "params": {}}}))
+        task.request_input({"a": {"method": "roots/list", "params": {}}, "b": {"method": "roots/list", "params": {}}})
     )
     for _ in range(200):
-        got = json.loads(await engine.get("p", task.task_id))
+        got = await engine.get("p", task.task_id)
         if got["status"] == "input_required":
             break
         await asyncio.sleep(0.005)
     assert sorted(got["inputRequests"]) == ["a", "b"]
-    await engine.update("p", task.task_id, json.dumps({"a": {"roots": []}}))
-    got = json.loads(await engine.get("p", task.task_id))
+    await engine.update("p", task.task_id, {"a": {"roots": []}})
+    got = await engine.get("p", task.task_id)
     assert list(got["inputRequests"]) == ["b"], "answered keys leave at once"
-    await engine.update("p", task.task_id, json.dumps({"b": {"roots": []}}))
-    assert sorted(json.loads(await asking)) == ["a", "b"]
+    await engine.update("p", task.task_id, {"b": {"roots": []}})
+    assert sorted(await asking) == ["a", "b"]
     await engine.cancel("p", task.task_id)
     assert task.is_cancelled()
-    assert not await task.complete(json.dumps({"content": []})), "a result after cancel is discarded"
-    assert json.loads(await engine.get("p", task.task_id))["status"] == "cancelled"
+    assert not await task.complete({"content": []}), "a result after cancel is discarded"
+    assert (await engine.get("p", task.task_id))["status"] == "cancelled"
 
 
 CRASHING_HOST = """
@@ -75,7 +74,7 @@ from mcp_tasks import _native
 async def main():
     engine = _native.Engine(sys.argv[1])
     _, done = await engine.create_task("p", "tool")
-    await done.complete(json.dumps({"content": []}))
+    await done.complete({"content": []})
     _, running = await engine.create_task("p", "tool")
     print(done.task_id, running.task_id, flush=True)
     os._exit(0)  # die with the task still running: no cleanup runs
@@ -89,8 +88,8 @@ async def test_sqlite_tasks_survive_a_dead_process(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", CRASHING_HOST, url], capture_output=True, text=True, check=True)
     done_id, running_id = out.stdout.split()
     engine = _native.Engine(url)
-    assert json.loads(await engine.get("p", done_id))["status"] == "completed"
-    abandoned = json.loads(await engine.get("p", running_id))
+    assert (await engine.get("p", done_id))["status"] == "completed"
+    abandoned = await engine.get("p", running_id)
     assert abandoned["status"] == "failed"
     assert abandoned["error"]["data"]["reason"] == "server_restarted"
 
@@ -100,14 +99,14 @@ async def test_sqlite_durability_options_persist(tmp_path: Path, durability: str
     url = f"sqlite:///{tmp_path}/tasks.db{durability}"
     engine = _native.Engine(url)
     _, task = await engine.create_task("alice", "tool")
-    assert await task.complete(json.dumps({"content": []}))
+    assert await task.complete({"content": []})
     task_id = task.task_id
     del task, engine  # closes the store and releases the file
     import gc
 
     gc.collect()
     again = _native.Engine(url)
-    assert json.loads(await again.get("alice", task_id))["status"] == "completed"
+    assert (await again.get("alice", task_id))["status"] == "completed"
 
 
 def test_unknown_store_options_are_refused(tmp_path: Path) -> None:
@@ -128,7 +127,7 @@ async def test_on_cancel_fires_for_cancel_and_not_after_completion() -> None:
     _, finished = await engine.create_task("alice", "tool")
     calls: list[str] = []
     finished.on_cancel(lambda: calls.append("cancel"))
-    assert await finished.complete(json.dumps({"content": []}))
+    assert await finished.complete({"content": []})
     await asyncio.sleep(0.05)  # give a wrongly surviving waiter time to fire
     assert calls == []
 
@@ -143,7 +142,7 @@ async def test_on_cancel_fires_when_the_task_expires(notice: str) -> None:
     if notice == "sweep":
         assert await engine.sweep() == (1, 0)
     else:
-        assert json.loads(await engine.get("alice", task.task_id))["status"] == "failed"
+        assert (await engine.get("alice", task.task_id))["status"] == "failed"
     await asyncio.wait_for(fired.wait(), 5)
 
 
@@ -154,11 +153,26 @@ async def test_postgres_store_is_shared_between_engines() -> None:
     url = os.environ["MCP_TASKS_PG_URL"]
     first, second = _native.Engine(url), _native.Engine(url)
     _, task = await first.create_task("alice", "tool")
-    assert json.loads(await second.get("alice", task.task_id))["status"] == "working"
+    assert (await second.get("alice", task.task_id))["status"] == "working"
     fired = asyncio.Event()
     task.on_cancel(fired.set)
     await second.cancel("alice", task.task_id)
     # The cancel made on the second engine reaches the work on the first through LISTEN/NOTIFY,
     # without a read on the first (and well before its next sweep would notice).
     await asyncio.wait_for(fired.wait(), 5)
-    assert json.loads(await first.get("alice", task.task_id))["status"] == "cancelled"
+    assert (await first.get("alice", task.task_id))["status"] == "cancelled"
+
+
+async def test_ready_results_behave_like_awaitables() -> None:
+    # A memory-store operation finishes on its first poll and comes back already resolved.
+    engine = _native.Engine("memory://")
+    pending = engine.create_task("alice", "tool")
+    assert isinstance(pending, _native.Ready)
+    created, task = await pending
+    with pytest.raises(RuntimeError, match="already awaited"):
+        await pending
+    got = await asyncio.wait_for(engine.get("alice", task.task_id), 5)  # wrapped in a Task
+    assert got["taskId"] == created["taskId"]
+    failing = engine.get("bob", task.task_id)
+    with pytest.raises(TaskNotFoundError):
+        await failing

@@ -441,11 +441,11 @@ async def serving(server: MCPServer) -> AsyncIterator[str]:
 async def wait_for(engine: _native.Engine, principal: str, task: str, done: Any) -> None:
     """Waits (event-driven, through a subscription) until the task's committed state is ``done``."""
     subscription = await engine.subscribe(principal, [task])
-    state = json.loads(await engine.get(principal, task))
+    state = await engine.get(principal, task)
     while not done(state):
         raw = await asyncio.wait_for(subscription.next(), 10)
         assert raw is not None, f"{task} ended before {state}"
-        state = json.loads(raw)
+        state = raw
 
 
 async def replay(path: Path, store: str) -> None:
@@ -509,7 +509,7 @@ async def replay(path: Path, store: str) -> None:
                 task = work["task"]
                 owner = owners[task]
                 try:
-                    state = json.loads(await engine.get(owner, task))
+                    state = await engine.get(owner, task)
                 except TaskNotFoundError:
                     continue  # purged: the work already ended
                 if state["status"] in ("completed", "failed", "cancelled"):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -119,7 +118,7 @@ class CurrentTask:
         """Moves the task to ``input_required`` with these ``InputRequests`` (key -> request)
         and returns the answers once ``tasks/update`` has answered every key.
         ``ctx.elicit`` does the same for one elicitation."""
-        return dict(json.loads(await self._native.request_input(json.dumps(dict(requests)))))
+        return dict(await self._native.request_input(dict(requests)))
 
     async def _ask(self, method: str, params: Mapping[str, Any] | None) -> Any:
         self._next_key += 1
@@ -255,7 +254,7 @@ class TasksExtension(Extension):
         self._require(ctx)
         self._check_name(ctx, params.task_id)
         try:
-            task = json.loads(await self._engine.get(self._principal(ctx), params.task_id))
+            task = await self._engine.get(self._principal(ctx), params.task_id)
         except McpTaskError as e:
             raise _rpc_error(e) from e
         return {"resultType": "complete", **task}
@@ -264,7 +263,7 @@ class TasksExtension(Extension):
         self._require(ctx)
         self._check_name(ctx, params.task_id)
         try:
-            await self._engine.update(self._principal(ctx), params.task_id, json.dumps(params.input_responses))
+            await self._engine.update(self._principal(ctx), params.task_id, params.input_responses)
         except McpTaskError as e:
             raise _rpc_error(e) from e
         return {"resultType": "complete"}
@@ -319,7 +318,7 @@ class TasksExtension(Extension):
             {"_meta": meta, "notifications": {"taskIds": subscription.accepted}},
         )
         while (state := await subscription.next()) is not None:
-            await outbound.notify("notifications/tasks", {"_meta": meta, **json.loads(state)})
+            await outbound.notify("notifications/tasks", {"_meta": meta, **state})
         return {"resultType": "complete", "_meta": meta}
 
     # -- tools/call ----------------------------------------------------------------------------
@@ -341,7 +340,6 @@ class TasksExtension(Extension):
             if answer is not None:
                 return answer
         try:
-            self._engine.check_arguments(json.dumps(params.arguments or {}))
             ttl = config.ttl_ms
             created, task = await self._engine.create_task(
                 self._principal(ctx),
@@ -349,6 +347,7 @@ class TasksExtension(Extension):
                 ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
                 unlimited_ttl=ttl is None,
                 poll_interval_ms=config.poll_interval_ms,
+                arguments=params.arguments,
             )
         except McpTaskError as e:
             raise _rpc_error(e) from e
@@ -361,7 +360,7 @@ class TasksExtension(Extension):
         task.on_cancel(run.cancel)
         self._running.add(run)
         run.add_done_callback(self._running.discard)
-        return json.loads(created)
+        return created
 
     async def _run(
         self,
@@ -378,10 +377,9 @@ class TasksExtension(Extension):
                 return
             raise  # cancelled for another reason (shutdown)
         except MCPError as e:
-            data = None if e.error.data is None else json.dumps(e.error.data)
-            await task.fail(e.error.code, e.error.message, data)
+            await task.fail(e.error.code, e.error.message, e.error.data)
             return
         except Exception as e:  # the work failed outside the protocol: a server fault
             await task.fail(-32603, f"tool {type(e).__name__}: {e}")
             return
-        await task.complete(json.dumps(result))
+        await task.complete(result)
