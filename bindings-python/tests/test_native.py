@@ -20,7 +20,7 @@ async def test_create_get_complete() -> None:
     assert created["resultType"] == "task"
     assert created["status"] == "working"
     assert created["pollIntervalMs"] == 250
-    assert len(created["taskId"]) == 44
+    assert len(created["taskId"]) == 48
     await task.set_status_message("halfway")
     got = await engine.get("alice", task.task_id)
     assert (got["status"], got["statusMessage"]) == ("working", "halfway")

@@ -53,20 +53,29 @@ pub trait IdGenerator: Send + Sync + 'static {
     fn next_id(&self) -> String;
 }
 
-/// Unguessable ids: a 48-bit millisecond timestamp then 128 bits from the operating system's
-/// CSPRNG, hex-encoded (44 characters), so a task id can serve as a bearer handle (DIGEST §8).
-/// The time prefix (as in UUIDv7) makes ids of a burst sort together, which keeps index inserts
-/// at the tail of a B-tree instead of dirtying a random page per create; it reveals only the
-/// creation time, which `createdAt` shows anyway.
+/// Unguessable ids: a 64-bit time prefix then 128 bits from the operating system's CSPRNG,
+/// hex-encoded (48 characters), so a task id can serve as a bearer handle (DIGEST §8). The
+/// prefix is the Unix millisecond times 65,536 plus a counter, and increases with every id this
+/// process makes: ids sort in creation order, which keeps index inserts at the tail of a B-tree
+/// instead of dirtying a random page per create, and lets a store tell a new id from a stored
+/// one without reading (an id above every stored one is new). It reveals only the creation
+/// time, which `createdAt` shows anyway; the random part alone carries the unguessability.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RandomIds;
+
+/// The last time prefix [`RandomIds`] handed out in this process.
+static LAST_PREFIX: AtomicU64 = AtomicU64::new(0);
 
 impl IdGenerator for RandomIds {
     fn next_id(&self) -> String {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes).expect("the OS CSPRNG is available");
-        let ms = SystemClock.now_ms() & 0xFFFF_FFFF_FFFF;
-        format!("{ms:012x}{}", hex::encode(bytes))
+        let now = SystemClock.now_ms() << 16;
+        let previous = LAST_PREFIX
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(now.max(last + 1)))
+            .expect("the update always succeeds");
+        let prefix = now.max(previous + 1);
+        format!("{prefix:016x}{}", hex::encode(bytes))
     }
 }
 

@@ -9,7 +9,7 @@ use common::schemas;
 use mcp_tasks::clock::ManualClock;
 use mcp_tasks::engine::{ABANDONED_MESSAGE, EngineConfig, Limits, NO_RESULT_MESSAGE, TaskOptions};
 use mcp_tasks::protocol::{RpcError, TaskStatus};
-use mcp_tasks::store::{MemoryStore, SqliteStore, StoreError, TaskStore};
+use mcp_tasks::store::{Durability, MemoryStore, SqliteStore, StoreError, TaskStore, UpdateOutcome};
 use mcp_tasks::{Engine, EngineError};
 use serde_json::{Map, Value, json};
 
@@ -305,18 +305,24 @@ async fn restart_fails_abandoned_tasks_and_keeps_finished_ones() {
 
 #[tokio::test]
 async fn sqlite_refuses_to_change_a_terminal_row() {
+    for durability in [Durability::Normal, Durability::Full] {
+        sqlite_refuses_to_change_a_terminal_row_with(durability).await;
+    }
+}
+
+async fn sqlite_refuses_to_change_a_terminal_row_with(durability: Durability) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("t.db")).unwrap();
+    let store = SqliteStore::open_with(dir.path().join("t.db"), durability).unwrap();
     let mut task = mcp_tasks::protocol::TaskRecord::new("x".into(), "p".into(), "o".into(), "t".into(), 0, None, None);
     store.insert(&task).await.unwrap();
     let v = task.version;
     task.apply(1, mcp_tasks::protocol::TaskEvent::Cancel).unwrap();
-    assert_eq!(store.update(&task, v).await.unwrap(), mcp_tasks::store::UpdateOutcome::Written);
+    assert_eq!(store.update(&task, v).await.unwrap(), UpdateOutcome::Written);
     // Even a writer that skips the transition function cannot move a terminal row.
     let mut forged = task.clone();
     forged.status = TaskStatus::Completed;
     forged.version += 1;
-    assert_eq!(store.update(&forged, task.version).await.unwrap(), mcp_tasks::store::UpdateOutcome::Conflict);
+    assert_eq!(store.update(&forged, task.version).await.unwrap(), UpdateOutcome::Conflict);
     assert_eq!(store.get("x").await.unwrap().unwrap().status, TaskStatus::Cancelled);
     assert!(matches!(store.insert(&task).await, Err(StoreError::Duplicate(_))));
 }
@@ -341,8 +347,10 @@ async fn concurrent_creates_all_land() {
     }
     let mut all = std::collections::HashSet::new();
     for join in joins {
-        for id in join.await.unwrap() {
-            assert_eq!(id.len(), 44, "48-bit time prefix and 128 random bits, hex");
+        let ids = join.await.unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase within a process");
+        for id in ids {
+            assert_eq!(id.len(), 48, "64-bit time prefix and 128 random bits, hex");
             assert!(all.insert(id));
         }
     }
@@ -353,22 +361,90 @@ async fn concurrent_creates_all_land() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_reads_see_every_acknowledged_write() {
     use mcp_tasks::protocol::{TaskEvent, TaskRecord};
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path().join("t.db")).unwrap());
-    // Reads keep their snapshot between commits; each acknowledged write must still be visible to
-    // the very next read, from any reader.
-    for n in 0..300u64 {
-        let id = format!("task-{n}");
-        assert!(store.get(&id).await.unwrap().is_none());
-        let mut task = TaskRecord::new(id.clone(), "p".into(), "o".into(), "t".into(), n, None, None);
-        store.insert(&task).await.unwrap();
-        assert_eq!(store.get(&id).await.unwrap().unwrap().version, 1, "insert {n} visible");
-        let before = task.version;
-        task.apply(n + 1, TaskEvent::SetStatusMessage(format!("m{n}"))).unwrap();
-        store.update(&task, before).await.unwrap();
-        for _ in 0..4 {
-            assert_eq!(store.get(&id).await.unwrap().unwrap().version, 2, "update {n} visible to every reader");
+    for durability in [Durability::Normal, Durability::Full] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open_with(dir.path().join("t.db"), durability).unwrap());
+        // Reads keep their snapshot between commits, and with the redo log a write moves from
+        // memory to SQLite in the background; each acknowledged write must still be visible to
+        // the very next read, from any reader, whichever side of that move it is on. Four
+        // writers at once keep the background commits busy.
+        let mut joins = Vec::new();
+        for w in 0..4u64 {
+            let store = Arc::clone(&store);
+            joins.push(tokio::spawn(async move {
+                for n in 0..150u64 {
+                    let id = format!("task-{w}-{n}");
+                    assert!(store.get(&id).await.unwrap().is_none());
+                    let mut task = TaskRecord::new(id.clone(), "p".into(), "o".into(), "t".into(), n, None, None);
+                    store.insert(&task).await.unwrap();
+                    assert_eq!(store.get(&id).await.unwrap().unwrap().version, 1, "insert {id} visible");
+                    for version in 2..=3 {
+                        let before = task.version;
+                        task.apply(n + version, TaskEvent::SetStatusMessage(format!("m{version}"))).unwrap();
+                        assert_eq!(store.update(&task, before).await.unwrap(), UpdateOutcome::Written);
+                        for _ in 0..3 {
+                            let got = store.get(&id).await.unwrap().unwrap().version;
+                            assert_eq!(got, version, "update {id} visible to every reader ({durability:?})");
+                        }
+                    }
+                }
+            }));
         }
+        for join in joins {
+            join.await.unwrap();
+        }
+        assert_eq!(store.count().await.unwrap(), 600);
+        assert_eq!(store.unfinished(None, 1000).await.unwrap().len(), 600);
     }
-    assert_eq!(store.count().await.unwrap(), 300);
+}
+
+/// The child half of `sqlite_redo_log_survives_a_dead_process`: writes while another connection
+/// holds SQLite's write lock (so nothing reaches the database file), then exits at once.
+fn redo_child(path: &str) {
+    use mcp_tasks::protocol::{TaskEvent, TaskRecord};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = SqliteStore::open(path).unwrap();
+    let blocker = rusqlite::Connection::open(path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    runtime.block_on(async {
+        for n in 0..50u64 {
+            let mut task = TaskRecord::new(format!("task-{n}"), "p".into(), "o".into(), "t".into(), n, None, None);
+            store.insert(&task).await.unwrap();
+            if n % 2 == 0 {
+                task.apply(n + 1, TaskEvent::Cancel).unwrap();
+                assert_eq!(store.update(&task, 1).await.unwrap(), UpdateOutcome::Written);
+            }
+        }
+    });
+    // No close, no destructors: the process dies with every write only in the redo log.
+    std::process::exit(0);
+}
+
+#[test]
+fn sqlite_redo_log_survives_a_dead_process() {
+    if let Ok(path) = std::env::var("MCP_TASKS_REDO_CHILD") {
+        redo_child(&path);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sqlite_redo_log_survives_a_dead_process", "--test-threads=1"])
+        .env("MCP_TASKS_REDO_CHILD", &path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let redo = dir.path().join("t.db-redo");
+    assert!(std::fs::metadata(&redo).unwrap().len() > 0, "the writes were left in the redo log");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(&redo).unwrap().len(), 0, "replayed into SQLite");
+        assert_eq!(store.count().await.unwrap(), 50);
+        for n in 0..50u64 {
+            let task = store.get(&format!("task-{n}")).await.unwrap().expect("every acknowledged insert");
+            let expected = if n % 2 == 0 { TaskStatus::Cancelled } else { TaskStatus::Working };
+            assert_eq!(task.status, expected, "task-{n}");
+        }
+    });
 }

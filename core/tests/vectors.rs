@@ -200,6 +200,7 @@ async fn vectors_over_memory_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vectors_over_sqlite_store() {
+    // The default durability: writes go to the redo log and are committed in the background.
     for file in vector_files() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("tasks.db")).unwrap();
@@ -211,11 +212,11 @@ async fn vectors_over_sqlite_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vectors_over_sqlite_store_with_inline_commits() {
-    // Durability::Normal commits on the caller's thread instead of the writer thread.
+async fn vectors_over_sqlite_store_with_fsync() {
+    // Durability::Full: every write waits for its group commit.
     for file in vector_files() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open_with(dir.path().join("tasks.db"), Durability::Normal).unwrap();
+        let store = SqliteStore::open_with(dir.path().join("tasks.db"), Durability::Full).unwrap();
         let config = EngineConfig { finished_cache: 0, ..common::vector_config() };
         replay(&file, Arc::new(store), config).await;
     }

@@ -5,7 +5,7 @@
 //! no durability).
 //!
 //! Every backend must hold two rules itself, not leave them to the engine: an insert is durable
-//! when it returns, and a terminal record never changes (updates are compare-and-set on
+//! when it returns (surviving at least a crash of the process), and a terminal record never changes (updates are compare-and-set on
 //! `version` and refused once the stored status is terminal).
 
 mod memory;
@@ -43,7 +43,7 @@ pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> St
 }
 
 /// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` with an optional
-/// `?durability=full|normal` (feature `sqlite`); `postgres://user:pass@host:port/db` (feature
+/// `?durability=normal|full` (feature `sqlite`; `normal` is the default, see [`Durability`]); `postgres://user:pass@host:port/db` (feature
 /// `postgres`). The one place hosts and bindings turn a configured URL into a store.
 pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError> {
     if url == "memory://" {
@@ -53,7 +53,8 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError
     if let Some(rest) = url.strip_prefix("sqlite://") {
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let durability = match query {
-            "" | "durability=full" => Durability::Full,
+            "" => Durability::default(),
+            "durability=full" => Durability::Full,
             "durability=normal" => Durability::Normal,
             _ => return Err(StoreError::InvalidUrl(format!("{url:?}: the only option is durability=full|normal"))),
         };
@@ -111,7 +112,8 @@ pub enum UpdateOutcome {
 /// Durable storage of task records.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Stores a new task. Returns only once a `get` from any process would find it.
+    /// Stores a new task. Returns only once the task survives this process dying (at least) and
+    /// every later `get` through this store, or any store sharing the data, finds it.
     async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError>;
 
     /// Reads a task by id.
