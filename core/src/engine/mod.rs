@@ -39,8 +39,23 @@ pub struct Limits {
 impl Limits {
     /// Refuses `value` with -32602 if its serialized JSON is larger than `limit` bytes.
     pub fn check(what: &'static str, value: &impl serde::Serialize, limit: usize) -> Result<(), ProtocolError> {
-        let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
+        let mut counter = ByteCounter(0);
+        let size = serde_json::to_writer(&mut counter, value).map(|()| counter.0).unwrap_or(usize::MAX);
         if size > limit { Err(ProtocolError::TooLarge { what, size, limit }) } else { Ok(()) }
+    }
+}
+
+/// Counts the bytes written to it: sizes JSON without building it.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -456,7 +471,7 @@ impl Engine {
         if !task.status.is_terminal() && task.is_expired(now) {
             // The sweeper may not have reached it yet; never show a task alive past its TTL.
             return match self.change(id, TaskEvent::Expire).await {
-                Ok(expired) => Ok(Arc::new(expired)),
+                Ok(expired) => Ok(expired),
                 // Finished concurrently: whatever it ended as is what the store holds now.
                 Err(EngineError::Transition(TransitionError::Terminal(_))) => {
                     let stored = self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?;
@@ -490,7 +505,7 @@ impl Engine {
     }
 
     /// Applies `event` to task `id` through the one transition function, wherever the task lives.
-    pub(crate) async fn change(&self, id: &str, event: TaskEvent) -> Result<TaskRecord, EngineError> {
+    pub(crate) async fn change(&self, id: &str, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
         match self.live(id) {
             Some(live) => self.change_live(&live, event).await,
             None => {
@@ -500,12 +515,18 @@ impl Engine {
         }
     }
 
-    async fn change_live(&self, live: &Arc<Live>, event: TaskEvent) -> Result<TaskRecord, EngineError> {
+    async fn change_live(&self, live: &Arc<Live>, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
         let _serial = live.write_lock.lock().await;
+        // Only a shared store can report a conflict (another process wrote first), which needs
+        // the event again for a retry; otherwise it is moved, not copied (a result can be large).
+        let shared = self.inner.store.shared();
+        let mut event = Some(event);
         for _ in 0..8 {
+            let this = if shared { event.clone() } else { event.take() };
+            let this = this.ok_or_else(|| StoreError::Backend("an unshared store reported a conflict".into()))?;
             let mut next = TaskRecord::clone(&live.committed.read());
             let expected = next.version;
-            let applied = next.apply(self.inner.clock.now_ms(), event.clone())?;
+            let applied = next.apply(self.inner.clock.now_ms(), this)?;
             // Answers that complete a waiting request are handed over in the same write (also
             // answers another worker stored, adopted by `refresh`).
             let mut deliveries = Vec::new();
@@ -525,11 +546,11 @@ impl Engine {
                 }
             }
             if next.version == expected {
-                return Ok(next);
+                return Ok(Arc::new(next));
             }
             match self.inner.store.update(&next, expected).await? {
                 UpdateOutcome::Written => {
-                    self.publish_live(live, next.clone());
+                    let next = self.publish_live(live, next);
                     for (waiter, answers) in deliveries {
                         let _ = waiter.tx.send(answers);
                     }
@@ -540,7 +561,9 @@ impl Engine {
                     // adopt the stored record and apply the event to that.
                     live.waiters.lock().extend(deliveries.into_iter().map(|(w, _)| w));
                     match self.inner.store.get(&next.id).await? {
-                        Some(theirs) => self.publish_live(live, theirs),
+                        Some(theirs) => {
+                            self.publish_live(live, theirs);
+                        }
                         None => {
                             self.inner.live.lock().remove(&next.id);
                             return Err(Self::not_found(&next.id));
@@ -552,31 +575,30 @@ impl Engine {
         Err(StoreError::Backend("task kept changing under concurrent writers".into()).into())
     }
 
-    fn publish_live(&self, live: &Arc<Live>, record: TaskRecord) {
-        let terminal = record.status.is_terminal();
-        let id = record.id.clone();
+    fn publish_live(&self, live: &Arc<Live>, record: TaskRecord) -> Arc<TaskRecord> {
         let record = Arc::new(record);
         *live.committed.write() = Arc::clone(&record);
-        if terminal {
+        if record.status.is_terminal() {
             self.remember_finished(&record);
-            self.inner.live.lock().remove(&id);
+            self.inner.live.lock().remove(&record.id);
             live.cancel.cancel();
         }
-        let _ = self.inner.changes.send(record);
+        let _ = self.inner.changes.send(Arc::clone(&record));
+        record
     }
 
-    async fn change_stored(&self, mut task: TaskRecord, event: TaskEvent) -> Result<TaskRecord, EngineError> {
+    async fn change_stored(&self, mut task: TaskRecord, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
         for _ in 0..8 {
             let expected = task.version;
             let applied = task.apply(self.inner.clock.now_ms(), event.clone())?;
             if !applied.changed {
-                return Ok(task);
+                return Ok(Arc::new(task));
             }
             if self.inner.store.update(&task, expected).await? == UpdateOutcome::Written {
-                let record = Arc::new(task.clone());
+                let record = Arc::new(task);
                 self.remember_finished(&record);
-                let _ = self.inner.changes.send(record);
-                return Ok(task);
+                let _ = self.inner.changes.send(Arc::clone(&record));
+                return Ok(record);
             }
             task = self.inner.store.get(&task.id).await?.ok_or_else(|| Self::not_found(&task.id))?;
         }

@@ -29,7 +29,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write as _};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -97,8 +97,8 @@ PRAGMA user_version = 1;
 ";
 
 enum Write {
-    Insert(Box<TaskRecord>),
-    Update(Box<TaskRecord>, u64),
+    Insert(Arc<TaskRecord>),
+    Update(Arc<TaskRecord>, u64),
     Purge(u64, usize),
     /// Writes nothing: answered once every write queued before it is committed.
     Flush,
@@ -285,7 +285,7 @@ impl RedoState {
     /// record before good ones.
     fn append(&mut self, kind: u8, expected: u64, task: &TaskRecord) -> Result<(), StoreError> {
         let frame = redo_frame(self.epoch, kind, expected, task)?;
-        let written = self.file.seek(SeekFrom::Start(self.len)).and_then(|_| self.file.write_all(&frame));
+        let written = write_at(&self.file, &frame, self.len);
         if let Err(e) = written {
             // Whatever part of the record landed is followed by nothing of this epoch that
             // replay would reach: it ends at the torn record.
@@ -312,6 +312,25 @@ impl RedoState {
             return true;
         }
         false
+    }
+}
+
+/// Writes all of `buf` at `offset` (one `pwrite` on unix; no seek, no append-mode size update).
+fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        let mut done = 0;
+        while done < buf.len() {
+            match std::os::windows::fs::FileExt::seek_write(file, &buf[done..], offset + done as u64)? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => done += n,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -554,7 +573,11 @@ impl SqliteStore {
         state.append(kind, expected, task)?;
         state.appended += 1;
         let seq = state.appended;
-        state.pending.insert(task.id.clone(), (seq, Arc::new(task.clone())));
+        let shared = match &write {
+            Write::Insert(task) | Write::Update(task, _) => Arc::clone(task),
+            Write::Purge(..) | Write::Flush => unreachable!("only inserts and updates are logged"),
+        };
+        state.pending.insert(task.id.clone(), (seq, shared));
         if task.status.is_terminal() {
             state.unfinished.remove(&task.id);
         } else {
@@ -751,7 +774,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write) -> Result<Written, Store
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError> {
-        let write = Write::Insert(Box::new(task.clone()));
+        let write = Write::Insert(Arc::new(task.clone()));
         match &self.redo {
             Some(redo) => self.log_write(redo, write).map(|_| ()),
             None => self.write(write).await.map(|_| ()),
@@ -770,7 +793,7 @@ impl TaskStore for SqliteStore {
     }
 
     async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
-        let write = Write::Update(Box::new(task.clone()), expected_version);
+        let write = Write::Update(Arc::new(task.clone()), expected_version);
         let written = match &self.redo {
             Some(redo) => self.log_write(redo, write)?,
             None => self.write(write).await?,
