@@ -176,3 +176,25 @@ async def test_ready_results_behave_like_awaitables() -> None:
     failing = engine.get("bob", task.task_id)
     with pytest.raises(TaskNotFoundError):
         await failing
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{1: "x"}, {"x": float("nan")}, {"x": {1, 2}}, {"x": 2**70}, {"x": object()}],
+    ids=["int key", "nan", "set", "huge int", "object"],
+)
+async def test_results_that_are_not_json_are_refused(result: dict) -> None:  # type: ignore[type-arg]
+    engine = _native.Engine("memory://")
+    _, task = await engine.create_task("alice", "tool")
+    with pytest.raises(InvalidParamsError, match="not JSON"):
+        await task.complete(result)
+
+
+async def test_results_convert_every_json_shape() -> None:
+    engine = _native.Engine("memory://")
+    _, task = await engine.create_task("alice", "tool")
+    value = {"s": "é", "i": -3, "u": 2**63, "f": 0.5, "b": True, "n": None, "l": [1, "a"], "t": (1, 2), "o": {"k": []}}
+    assert await task.complete({"content": [], "structuredContent": value})
+    got = (await engine.get("alice", task.task_id))["result"]["structuredContent"]
+    assert got == {**value, "t": [1, 2]}
+    assert got["b"] is True and isinstance(got["i"], int)
