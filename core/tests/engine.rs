@@ -314,17 +314,17 @@ async fn sqlite_refuses_to_change_a_terminal_row_with(durability: Durability) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_with(dir.path().join("t.db"), durability).unwrap();
     let mut task = mcp_tasks::protocol::TaskRecord::new("x".into(), "p".into(), "o".into(), "t".into(), 0, None, None);
-    store.insert(&task).await.unwrap();
+    store.insert(&Arc::new(task.clone())).await.unwrap();
     let v = task.version;
     task.apply(1, mcp_tasks::protocol::TaskEvent::Cancel).unwrap();
-    assert_eq!(store.update(&task, v).await.unwrap(), UpdateOutcome::Written);
+    assert_eq!(store.update(&Arc::new(task.clone()), v).await.unwrap(), UpdateOutcome::Written);
     // Even a writer that skips the transition function cannot move a terminal row.
     let mut forged = task.clone();
     forged.status = TaskStatus::Completed;
     forged.version += 1;
-    assert_eq!(store.update(&forged, task.version).await.unwrap(), UpdateOutcome::Conflict);
+    assert_eq!(store.update(&Arc::new(forged.clone()), task.version).await.unwrap(), UpdateOutcome::Conflict);
     assert_eq!(store.get("x").await.unwrap().unwrap().status, TaskStatus::Cancelled);
-    assert!(matches!(store.insert(&task).await, Err(StoreError::Duplicate(_))));
+    assert!(matches!(store.insert(&Arc::new(task.clone())).await, Err(StoreError::Duplicate(_))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,12 +376,15 @@ async fn sqlite_reads_see_every_acknowledged_write() {
                     let id = format!("task-{w}-{n}");
                     assert!(store.get(&id).await.unwrap().is_none());
                     let mut task = TaskRecord::new(id.clone(), "p".into(), "o".into(), "t".into(), n, None, None);
-                    store.insert(&task).await.unwrap();
+                    store.insert(&Arc::new(task.clone())).await.unwrap();
                     assert_eq!(store.get(&id).await.unwrap().unwrap().version, 1, "insert {id} visible");
                     for version in 2..=3 {
                         let before = task.version;
                         task.apply(n + version, TaskEvent::SetStatusMessage(format!("m{version}"))).unwrap();
-                        assert_eq!(store.update(&task, before).await.unwrap(), UpdateOutcome::Written);
+                        assert_eq!(
+                            store.update(&Arc::new(task.clone()), before).await.unwrap(),
+                            UpdateOutcome::Written
+                        );
                         for _ in 0..3 {
                             let got = store.get(&id).await.unwrap().unwrap().version;
                             assert_eq!(got, version, "update {id} visible to every reader ({durability:?})");
@@ -409,10 +412,10 @@ fn redo_child(path: &str) {
     runtime.block_on(async {
         for n in 0..50u64 {
             let mut task = TaskRecord::new(format!("task-{n}"), "p".into(), "o".into(), "t".into(), n, None, None);
-            store.insert(&task).await.unwrap();
+            store.insert(&Arc::new(task.clone())).await.unwrap();
             if n % 2 == 0 {
                 task.apply(n + 1, TaskEvent::Cancel).unwrap();
-                assert_eq!(store.update(&task, 1).await.unwrap(), UpdateOutcome::Written);
+                assert_eq!(store.update(&Arc::new(task.clone()), 1).await.unwrap(), UpdateOutcome::Written);
             }
         }
     });

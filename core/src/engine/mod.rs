@@ -357,7 +357,7 @@ impl Engine {
                     if stored.version <= live.committed.read().version {
                         return; // our own write, or older
                     }
-                    self.publish_live(&live, stored);
+                    self.publish_live(&live, Arc::new(stored));
                 }
                 // Answers written elsewhere: hand complete sets to the waiting work.
                 if !live.waiters.lock().is_empty() {
@@ -407,7 +407,7 @@ impl Engine {
         let now = inner.clock.now_ms();
         let ttl = options.ttl_ms.unwrap_or(inner.config.default_ttl_ms);
         let poll = options.poll_interval_ms.unwrap_or(inner.config.default_poll_interval_ms);
-        let record = TaskRecord::new(
+        let record = Arc::new(TaskRecord::new(
             inner.ids.next_id(),
             principal.to_owned(),
             inner.owner.clone(),
@@ -415,17 +415,17 @@ impl Engine {
             now,
             ttl,
             Some(poll),
-        );
+        ));
         inner.store.insert(&record).await?;
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
         let live = Arc::new(Live {
-            committed: RwLock::new(Arc::new(record.clone())),
+            committed: RwLock::new(Arc::clone(&record)),
             write_lock: tokio::sync::Mutex::new(()),
             cancel: CancellationToken::new(),
             waiters: Mutex::new(Vec::new()),
         });
         inner.live.lock().insert(record.id.clone(), Arc::clone(&live));
-        let _ = inner.changes.send(Arc::new(record));
+        let _ = inner.changes.send(record);
         Ok((result, TaskContext::new(self.clone(), live)))
     }
 
@@ -548,9 +548,10 @@ impl Engine {
             if next.version == expected {
                 return Ok(Arc::new(next));
             }
+            let next = Arc::new(next);
             match self.inner.store.update(&next, expected).await? {
                 UpdateOutcome::Written => {
-                    let next = self.publish_live(live, next);
+                    self.publish_live(live, Arc::clone(&next));
                     for (waiter, answers) in deliveries {
                         let _ = waiter.tx.send(answers);
                     }
@@ -562,7 +563,7 @@ impl Engine {
                     live.waiters.lock().extend(deliveries.into_iter().map(|(w, _)| w));
                     match self.inner.store.get(&next.id).await? {
                         Some(theirs) => {
-                            self.publish_live(live, theirs);
+                            self.publish_live(live, Arc::new(theirs));
                         }
                         None => {
                             self.inner.live.lock().remove(&next.id);
@@ -575,16 +576,14 @@ impl Engine {
         Err(StoreError::Backend("task kept changing under concurrent writers".into()).into())
     }
 
-    fn publish_live(&self, live: &Arc<Live>, record: TaskRecord) -> Arc<TaskRecord> {
-        let record = Arc::new(record);
+    fn publish_live(&self, live: &Arc<Live>, record: Arc<TaskRecord>) {
         *live.committed.write() = Arc::clone(&record);
         if record.status.is_terminal() {
             self.remember_finished(&record);
             self.inner.live.lock().remove(&record.id);
             live.cancel.cancel();
         }
-        let _ = self.inner.changes.send(Arc::clone(&record));
-        record
+        let _ = self.inner.changes.send(record);
     }
 
     async fn change_stored(&self, mut task: TaskRecord, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
@@ -594,12 +593,13 @@ impl Engine {
             if !applied.changed {
                 return Ok(Arc::new(task));
             }
-            if self.inner.store.update(&task, expected).await? == UpdateOutcome::Written {
-                let record = Arc::new(task);
+            let record = Arc::new(task);
+            if self.inner.store.update(&record, expected).await? == UpdateOutcome::Written {
                 self.remember_finished(&record);
                 let _ = self.inner.changes.send(Arc::clone(&record));
                 return Ok(record);
             }
+            task = TaskRecord::clone(&record);
             task = self.inner.store.get(&task.id).await?.ok_or_else(|| Self::not_found(&task.id))?;
         }
         Err(StoreError::Backend("task kept changing under concurrent writers".into()).into())

@@ -1,6 +1,7 @@
 //! An in-memory [`TaskStore`]: same rules as the durable stores, nothing survives the process.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use parking_lot::RwLock;
@@ -12,7 +13,7 @@ use crate::protocol::TaskRecord;
 /// `memory://`.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    tasks: RwLock<HashMap<String, TaskRecord>>,
+    tasks: RwLock<HashMap<String, Arc<TaskRecord>>>,
 }
 
 impl MemoryStore {
@@ -24,24 +25,24 @@ impl MemoryStore {
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError> {
+    async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError> {
         let mut tasks = self.tasks.write();
         if tasks.contains_key(&task.id) {
             return Err(StoreError::Duplicate(task.id.clone()));
         }
-        tasks.insert(task.id.clone(), task.clone());
+        tasks.insert(task.id.clone(), Arc::clone(task));
         Ok(())
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.tasks.read().get(id).cloned())
+        Ok(self.tasks.read().get(id).map(|task| TaskRecord::clone(task)))
     }
 
-    async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
         let mut tasks = self.tasks.write();
         match tasks.get_mut(&task.id) {
             Some(stored) if stored.version == expected_version && !stored.status.is_terminal() => {
-                *stored = task.clone();
+                *stored = Arc::clone(task);
                 Ok(UpdateOutcome::Written)
             }
             _ => Ok(UpdateOutcome::Conflict),
@@ -55,7 +56,7 @@ impl TaskStore for MemoryStore {
             .values()
             .filter(|t| !t.status.is_terminal() && owner.is_none_or(|o| t.owner == o))
             .take(limit)
-            .cloned()
+            .map(|task| TaskRecord::clone(task))
             .collect())
     }
 
@@ -66,7 +67,7 @@ impl TaskStore for MemoryStore {
             .values()
             .filter(|t| !t.status.is_terminal() && t.is_expired(now_ms))
             .take(limit)
-            .cloned()
+            .map(|task| TaskRecord::clone(task))
             .collect())
     }
 

@@ -14,6 +14,8 @@ mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 pub use memory::MemoryStore;
@@ -113,15 +115,16 @@ pub enum UpdateOutcome {
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Stores a new task. Returns only once the task survives this process dying (at least) and
-    /// every later `get` through this store, or any store sharing the data, finds it.
-    async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError>;
+    /// every later `get` through this store, or any store sharing the data, finds it. Records
+    /// come in an `Arc` so a store that keeps them in memory shares them instead of copying.
+    async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError>;
 
     /// Reads a task by id.
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError>;
 
     /// Replaces a task if the stored `version` equals `expected_version` and the stored status is
     /// not terminal.
-    async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError>;
+    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError>;
 
     /// Non-terminal tasks, optionally only those of one owner, at most `limit`.
     async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;

@@ -13,6 +13,8 @@
 //! - The schema is created and migrated by [`PostgresStore::connect`] under an advisory lock;
 //!   `mcp_tasks_schema.version` records the applied version.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::sync::broadcast;
@@ -215,7 +217,7 @@ async fn listen(
 
 #[async_trait]
 impl TaskStore for PostgresStore {
-    async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError> {
+    async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError> {
         let client = self.client().await?;
         let statement = client
             .prepare_cached(
@@ -255,7 +257,7 @@ impl TaskStore for PostgresStore {
         row.map(|row| decode(id, row.get::<_, &[u8]>(0))).transpose()
     }
 
-    async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
         let client = self.client().await?;
         // The status condition keeps the trigger for writers that bypass this library.
         let statement = client

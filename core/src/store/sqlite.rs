@@ -773,8 +773,8 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write) -> Result<Written, Store
 
 #[async_trait]
 impl TaskStore for SqliteStore {
-    async fn insert(&self, task: &TaskRecord) -> Result<(), StoreError> {
-        let write = Write::Insert(Arc::new(task.clone()));
+    async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError> {
+        let write = Write::Insert(Arc::clone(task));
         match &self.redo {
             Some(redo) => self.log_write(redo, write).map(|_| ()),
             None => self.write(write).await.map(|_| ()),
@@ -792,8 +792,8 @@ impl TaskStore for SqliteStore {
         self.get_committed(id)
     }
 
-    async fn update(&self, task: &TaskRecord, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
-        let write = Write::Update(Arc::new(task.clone()), expected_version);
+    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+        let write = Write::Update(Arc::clone(task), expected_version);
         let written = match &self.redo {
             Some(redo) => self.log_write(redo, write)?,
             None => self.write(write).await?,
@@ -868,12 +868,12 @@ mod tests {
         let mut c = record("c");
         {
             let store = SqliteStore::open_with(&path, Durability::Full).unwrap();
-            store.insert(&b).await.unwrap();
-            store.insert(&c).await.unwrap();
+            store.insert(&Arc::new(b.clone())).await.unwrap();
+            store.insert(&Arc::new(c.clone())).await.unwrap();
             b.apply(1, TaskEvent::SetStatusMessage("new".into())).unwrap();
-            store.update(&b, 1).await.unwrap();
+            store.update(&Arc::new(b.clone()), 1).await.unwrap();
             c.apply(1, TaskEvent::Cancel).unwrap();
-            store.update(&c, 1).await.unwrap();
+            store.update(&Arc::new(c.clone()), 1).await.unwrap();
             store.close();
         }
         let mut a = record("a");
@@ -914,17 +914,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("t.db")).unwrap();
         let mut task = record("x");
-        store.insert(&task).await.unwrap();
-        assert!(matches!(store.insert(&task).await, Err(StoreError::Duplicate(_))), "pending duplicate");
+        store.insert(&Arc::new(task.clone())).await.unwrap();
+        assert!(
+            matches!(store.insert(&Arc::new(task.clone())).await, Err(StoreError::Duplicate(_))),
+            "pending duplicate"
+        );
         store.flush().await.unwrap();
-        assert!(matches!(store.insert(&task).await, Err(StoreError::Duplicate(_))), "committed duplicate");
+        assert!(
+            matches!(store.insert(&Arc::new(task.clone())).await, Err(StoreError::Duplicate(_))),
+            "committed duplicate"
+        );
         task.apply(1, TaskEvent::Cancel).unwrap();
-        assert_eq!(store.update(&task, 7).await.unwrap(), UpdateOutcome::Conflict, "wrong version");
-        assert_eq!(store.update(&task, 1).await.unwrap(), UpdateOutcome::Written);
+        assert_eq!(store.update(&Arc::new(task.clone()), 7).await.unwrap(), UpdateOutcome::Conflict, "wrong version");
+        assert_eq!(store.update(&Arc::new(task.clone()), 1).await.unwrap(), UpdateOutcome::Written);
         let mut again = task.clone();
         again.version += 1;
-        assert_eq!(store.update(&again, task.version).await.unwrap(), UpdateOutcome::Conflict, "terminal");
-        assert_eq!(store.update(&record("missing"), 1).await.unwrap(), UpdateOutcome::Conflict, "unknown");
+        assert_eq!(
+            store.update(&Arc::new(again.clone()), task.version).await.unwrap(),
+            UpdateOutcome::Conflict,
+            "terminal"
+        );
+        assert_eq!(store.update(&Arc::new(record("missing")), 1).await.unwrap(), UpdateOutcome::Conflict, "unknown");
         store.flush().await.unwrap();
         assert_eq!(store.get("x").await.unwrap().unwrap().status, TaskStatus::Cancelled);
         assert_eq!(store.redo.as_ref().unwrap().state.lock().pending.len(), 0, "committed records leave memory");
