@@ -238,6 +238,8 @@ struct RedoState {
     len: u64,
     /// Stamped on every record; moves on at every rewind.
     epoch: u64,
+    /// The buffer records are built in, reused.
+    frame: Vec<u8>,
     /// Sequence number of the last write appended, and of the last one committed to SQLite.
     appended: u64,
     committed: u64,
@@ -265,33 +267,39 @@ struct Unfinished {
 /// Bytes of a redo record before its JSON: length, epoch, kind, expected version.
 const REDO_HEADER: usize = 4 + 8 + 1 + 8;
 
-/// One redo record: `len: u32 LE | epoch: u64 LE | kind: u8 | expected version: u64 LE |
-/// record JSON`, where `len` counts everything after itself.
-fn redo_frame(epoch: u64, kind: u8, expected: u64, task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
-    let body = encode(task);
-    let len = u32::try_from(body.len() + REDO_HEADER - 4)
-        .map_err(|_| StoreError::Backend("task record over 4 GiB".into()))?;
-    let mut frame = Vec::with_capacity(body.len() + REDO_HEADER);
-    frame.extend_from_slice(&len.to_le_bytes());
+/// Writes one redo record into `frame` (cleared first): `len: u32 LE | epoch: u64 LE |
+/// kind: u8 | expected version: u64 LE | record JSON`, where `len` counts everything after
+/// itself.
+fn redo_frame(frame: &mut Vec<u8>, epoch: u64, kind: u8, expected: u64, task: &TaskRecord) -> Result<(), StoreError> {
+    frame.clear();
+    frame.extend_from_slice(&[0; 4]);
     frame.extend_from_slice(&epoch.to_le_bytes());
     frame.push(kind);
     frame.extend_from_slice(&expected.to_le_bytes());
-    frame.extend_from_slice(&body);
-    Ok(frame)
+    serde_json::to_writer(&mut *frame, task).map_err(backend)?;
+    let len = u32::try_from(frame.len() - 4).map_err(|_| StoreError::Backend("task record over 4 GiB".into()))?;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    Ok(())
 }
 
 impl RedoState {
     /// Appends one record. A failed append is cut off again, so the log never holds a torn
     /// record before good ones.
     fn append(&mut self, kind: u8, expected: u64, task: &TaskRecord) -> Result<(), StoreError> {
-        let frame = redo_frame(self.epoch, kind, expected, task)?;
+        let mut frame = std::mem::take(&mut self.frame);
+        redo_frame(&mut frame, self.epoch, kind, expected, task)?;
         let written = write_at(&self.file, &frame, self.len);
+        let len = frame.len() as u64;
+        // Kept for the next record, unless a huge one made it large.
+        if frame.capacity() <= 1 << 20 {
+            self.frame = frame;
+        }
         if let Err(e) = written {
             // Whatever part of the record landed is followed by nothing of this epoch that
             // replay would reach: it ends at the torn record.
             return Err(backend(e));
         }
-        self.len += frame.len() as u64;
+        self.len += len;
         Ok(())
     }
 
@@ -485,6 +493,7 @@ impl SqliteStore {
                     file: redo_file,
                     len: 0,
                     epoch: 1,
+                    frame: Vec::new(),
                     appended: 0,
                     committed: 0,
                     pending: HashMap::new(),
@@ -854,6 +863,12 @@ mod tests {
     use super::*;
     use crate::protocol::{TaskEvent, TaskStatus};
 
+    fn frame(epoch: u64, kind: u8, expected: u64, task: &TaskRecord) -> Vec<u8> {
+        let mut frame = Vec::new();
+        redo_frame(&mut frame, epoch, kind, expected, task).unwrap();
+        frame
+    }
+
     fn record(id: &str) -> TaskRecord {
         TaskRecord::new(id.into(), "p".into(), "o".into(), "t".into(), 0, None, None)
     }
@@ -877,19 +892,19 @@ mod tests {
             store.close();
         }
         let mut a = record("a");
-        let mut log = redo_frame(7, REDO_INSERT, 0, &a).unwrap();
+        let mut log = frame(7, REDO_INSERT, 0, &a);
         a.apply(2, TaskEvent::SetStatusMessage("a2".into())).unwrap();
-        log.extend(redo_frame(7, REDO_UPDATE, 1, &a).unwrap());
-        log.extend(redo_frame(7, REDO_INSERT, 0, &record("b")).unwrap());
+        log.extend(frame(7, REDO_UPDATE, 1, &a));
+        log.extend(frame(7, REDO_INSERT, 0, &record("b")));
         let mut c_forged = record("c");
         c_forged.version = 9;
-        log.extend(redo_frame(7, REDO_UPDATE, 1, &c_forged).unwrap());
-        let torn = redo_frame(7, REDO_INSERT, 0, &record("d")).unwrap();
+        log.extend(frame(7, REDO_UPDATE, 1, &c_forged));
+        let torn = frame(7, REDO_INSERT, 0, &record("d"));
         log.extend(&torn[..torn.len() - 3]);
-        let mut rewound = redo_frame(8, REDO_INSERT, 0, &record("e")).unwrap();
+        let mut rewound = frame(8, REDO_INSERT, 0, &record("e"));
         // A log rewound after its records were committed: the new epoch's records, then the
         // rest of the old epoch's, which replay must not read.
-        rewound.extend(redo_frame(7, REDO_INSERT, 0, &record("f")).unwrap());
+        rewound.extend(frame(7, REDO_INSERT, 0, &record("f")));
         let dir2 = tempfile::tempdir().unwrap();
         std::fs::write(dir2.path().join("t.db-redo"), &rewound).unwrap();
         let other = SqliteStore::open(dir2.path().join("t.db")).unwrap();
