@@ -451,3 +451,23 @@ fn sqlite_redo_log_survives_a_dead_process() {
         }
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_while_sqlite_is_locked_keeps_logged_writes_for_the_next_open() {
+    use mcp_tasks::protocol::TaskRecord;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let store = SqliteStore::open(&path).unwrap();
+    // Another connection holds the write lock: the writer thread's commits fail (after SQLite's
+    // busy timeout) and it keeps retrying until the store closes.
+    let blocker = rusqlite::Connection::open(&path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let task = TaskRecord::new("kept".into(), "p".into(), "o".into(), "t".into(), 0, None, None);
+    store.insert(&Arc::new(task)).await.unwrap();
+    assert!(store.get("kept").await.unwrap().is_some(), "readable before SQLite has it");
+    tokio::task::spawn_blocking(move || store.close()).await.unwrap();
+    blocker.execute_batch("ROLLBACK").unwrap();
+    drop(blocker);
+    let again = SqliteStore::open(&path).unwrap();
+    assert!(again.get("kept").await.unwrap().is_some(), "replayed from the redo log");
+}

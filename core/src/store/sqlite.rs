@@ -680,8 +680,19 @@ fn writer_loop(mut conn: Connection, queue: &Queue, readers: &Readers, redo: Opt
                 // Logged writes were promised to callers: keep trying (they stay readable from
                 // memory, and in the log for a restart). Waiting callers get the error.
                 Err(e) if group.iter().any(|job| job.logged.is_some()) => {
+                    if queue.state.lock().closed {
+                        // Closing: leave the logged writes in the log (and the log as it is)
+                        // for the next open to replay, rather than hang the close.
+                        tracing::error!(error = %e, "SQLite commit failed while closing; the redo log keeps the writes");
+                        for job in group.drain(..) {
+                            if let Some(reply) = job.reply {
+                                let _ = reply.send(Err(StoreError::Backend(e.to_string().into())));
+                            }
+                        }
+                        return;
+                    }
                     tracing::error!(error = %e, "SQLite commit failed; retrying the logged writes");
-                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(100));
                 }
                 Err(e) => break group.iter().map(|_| Err(StoreError::Backend(e.to_string().into()))).collect(),
             }
