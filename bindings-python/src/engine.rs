@@ -25,7 +25,7 @@ fn object(what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_json::Map<Stri
     }
 }
 
-/// The task engine over a store given by URL: `sqlite:///path/to/file.db[?durability=normal]`,
+/// The task engine over a store given by URL: `sqlite:///path/to/file.db[?durability=normal|full]`,
 /// `postgres://user:pass@host/db` (shared with other workers) or `memory://`.
 #[pyclass(name = "Engine", module = "mcp_tasks._native", frozen)]
 pub(crate) struct PyEngine {

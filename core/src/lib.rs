@@ -10,7 +10,8 @@
 //!   decoding and the task state machine. No IO, no runtime, no clock: time and ids are passed
 //!   in, so any host or language binding can drive it.
 //! - [`store`]: durable storage behind the async [`store::TaskStore`] trait; SQLite (embedded
-//!   default, group commit) and in-memory backends.
+//!   default: a redo log in front of group commits), PostgreSQL (feature `postgres`, many
+//!   workers) and in-memory backends.
 //! - [`engine`]: the tokio task engine — durable creation, the work handle
 //!   ([`engine::TaskContext`]), `tasks/*`, subscriptions, TTL sweeping, crash recovery.
 //! - [`host`] (feature `http`): a stateless Streamable HTTP endpoint on axum that serves tools

@@ -10,7 +10,7 @@ PROTOCOL_VERSION: str
 
 @final
 class Engine:
-    """The task engine over ``sqlite:///path[?durability=normal]``, ``postgres://...`` or ``memory://``."""
+    """The task engine over ``sqlite:///path[?durability=normal|full]``, ``postgres://...`` or ``memory://``."""
 
     def __new__(
         cls,

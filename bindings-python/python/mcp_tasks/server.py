@@ -163,10 +163,12 @@ class _TaskAwareOutbound:
 class TasksExtension(Extension):
     """The ``io.modelcontextprotocol/tasks`` extension for ``MCPServer(extensions=[...])``.
 
-    ``store`` is ``sqlite:///path/to/tasks.db`` (durable, the default ``sqlite:///mcp-tasks.db``;
-    add ``?durability=normal`` to skip the fsync per commit), ``postgres://user:pass@host/db``
-    (shared by several server workers) or ``memory://``. ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other
-    tools use ``default_mode``. ``principal`` derives the caller a task is bound to. ``engine``
+    ``store`` is ``sqlite:///path/to/tasks.db`` (the default ``sqlite:///mcp-tasks.db``: every
+    write is in the store's redo log before it returns, so it survives the process dying; add
+    ``?durability=full`` to also survive power loss, at an fsync per write),
+    ``postgres://user:pass@host/db`` (shared by several server workers) or ``memory://``.
+    ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other tools use
+    ``default_mode``. ``principal`` derives the caller a task is bound to. ``engine``
     replaces the store and default settings with an engine built by the caller (tests build one
     with a manual clock and sequential ids).
     """

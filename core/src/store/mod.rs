@@ -1,12 +1,13 @@
 //! Durable task storage. [`TaskStore`] is async and speaks only [`TaskRecord`]s, so a networked
 //! backend fits without changing the engine. Three backends ship here: [`SqliteStore`] (the
-//! embedded default: WAL, group commit), `PostgresStore` (feature `postgres`: many workers share
+//! embedded default: a redo log in front of WAL group commits), `PostgresStore` (feature `postgres`: many workers share
 //! tasks, with a change feed and worker leases) and [`MemoryStore`] (tests, and hosts that want
 //! no durability).
 //!
 //! Every backend must hold two rules itself, not leave them to the engine: an insert is durable
-//! when it returns (surviving at least a crash of the process), and a terminal record never changes (updates are compare-and-set on
-//! `version` and refused once the stored status is terminal).
+//! when it returns (it survives at least a crash of the process), and a terminal record never
+//! changes (updates are compare-and-set on `version` and refused once the stored status is
+//! terminal).
 
 mod memory;
 #[cfg(feature = "postgres")]
@@ -45,7 +46,8 @@ pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> St
 }
 
 /// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` with an optional
-/// `?durability=normal|full` (feature `sqlite`; `normal` is the default, see [`Durability`]); `postgres://user:pass@host:port/db` (feature
+/// `?durability=normal|full` (feature `sqlite`; `normal` is the default, see [`Durability`]);
+/// `postgres://user:pass@host:port/db` (feature
 /// `postgres`). The one place hosts and bindings turn a configured URL into a store.
 pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError> {
     if url == "memory://" {
