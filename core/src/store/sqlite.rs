@@ -46,10 +46,12 @@ use crate::protocol::TaskRecord;
 /// The most writes committed in one transaction.
 pub(crate) const MAX_GROUP: usize = 2048;
 const READERS: usize = 4;
-/// Past this many bytes of redo log, writers wait until the writer thread has committed all of
-/// it and rewound the log (it rewinds whenever it catches up, which under any load it does
-/// within a few group commits; the bound only matters if SQLite stalls).
-const REDO_LIMIT: u64 = 64 << 20;
+/// Past this many bytes of redo log (~7,000 records), writers wait until the writer thread has
+/// committed all of it and rewound the log. It rewinds whenever it catches up, so the bound
+/// only bites when writes arrive faster than SQLite commits them: it then paces writers to
+/// SQLite's rate and caps the memory the pending records take (with a 64 MiB bound, 16
+/// writers flat out held ~400 B per task of pending copies at their peak).
+const REDO_LIMIT: u64 = 4 << 20;
 /// While logged writes keep arriving, the writer thread looks for them this often instead of
 /// being woken for each: waking a sleeping thread costs the writer's caller an inter-processor
 /// interrupt, measured here (a VM) at ~30 µs, several times the rest of a logged write.
