@@ -1,5 +1,6 @@
 //! Glue for `mcp_tasks::client`: the task client, its executions, and a Python coroutine as the
-//! input handler. JSON crosses the boundary as strings.
+//! input handler. JSON crosses the boundary as Python objects (dicts, lists, ...), as in
+//! `engine.rs`.
 
 use std::sync::Arc;
 
@@ -10,10 +11,11 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
-use crate::error::{client_error, parse_json};
+use crate::error::client_error;
+use crate::{Pythonized, from_py};
 
-/// Calls a Python `async def handler(task_id, key, request_json) -> str | None` for each input
-/// request, on the event loop the client was created on.
+/// Calls a Python `async def handler(task_id, key, request) -> response | None` (request and
+/// response as dicts) for each input request, on the event loop the client was created on.
 struct PyInputHandler {
     callback: Py<PyAny>,
     locals: TaskLocals,
@@ -23,17 +25,21 @@ struct PyInputHandler {
 impl InputHandler for PyInputHandler {
     async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
         let future = Python::attach(|py| {
-            let coroutine = self.callback.call1(py, (task_id, key, request.to_string()))?;
+            let coroutine = self.callback.call1(py, (task_id, key, Pythonized(request)))?;
             pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
         });
         let answer = match future {
             Ok(future) => future.await,
             Err(e) => Err(e),
         };
-        let answer = answer.and_then(|value| Python::attach(|py| value.extract::<Option<String>>(py)));
+        let answer = answer.and_then(|value| {
+            Python::attach(|py| {
+                let value = value.into_bound(py);
+                if value.is_none() { Ok(None) } else { from_py("input response", &value).map(Some) }
+            })
+        });
         match answer {
-            Ok(Some(text)) => serde_json::from_str(&text).ok(),
-            Ok(None) => None,
+            Ok(answer) => answer,
             Err(e) => {
                 Python::attach(|py| e.print(py));
                 None
@@ -83,31 +89,37 @@ impl PyClient {
         Ok(Self { inner: builder.build().map_err(client_error)? })
     }
 
-    /// Calls a tool; resolves to `("immediate", result_json, None)` or `("task", create_json, TaskExecution)`.
-    fn call_tool<'py>(&self, py: Python<'py>, name: String, arguments: String) -> PyResult<Bound<'py, PyAny>> {
-        let arguments = parse_json("arguments", &arguments)?;
+    /// Calls a tool; resolves to `("immediate", CallToolResult dict, None)` or
+    /// `("task", DetailedTask dict, TaskExecution)`.
+    fn call_tool<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        arguments: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arguments = from_py("arguments", arguments)?;
         let client = self.inner.clone();
         crate::awaitable(py, async move {
             match client.call_tool(&name, arguments).await.map_err(client_error)? {
-                Execution::Immediate(result) => Ok(("immediate".to_owned(), result.to_string(), None)),
+                Execution::Immediate(result) => Ok(("immediate", Pythonized(result), None)),
                 Execution::Task(task) => {
-                    let created = serde_json::to_string(&task.latest()).expect("tasks serialize");
-                    Ok(("task".to_owned(), created, Some(PyTaskExecution::new(task))))
+                    let created = serde_json::to_value(task.latest()).expect("tasks serialize");
+                    Ok(("task", Pythonized(created), Some(PyTaskExecution::new(task))))
                 }
             }
         })
     }
 
-    /// Follows a task from a `CreateTaskResult` (JSON) received elsewhere, e.g. by `mcp.Client`.
+    /// Follows a task from a `CreateTaskResult` (a dict) received elsewhere, e.g. by `mcp.Client`.
     fn follow<'py>(
         &self,
         py: Python<'py>,
-        created: String,
+        created: &Bound<'py, PyAny>,
         tool: String,
-        arguments: String,
+        arguments: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let created = parse_json("CreateTaskResult", &created)?;
-        let arguments = parse_json("arguments", &arguments)?;
+        let created = from_py("CreateTaskResult", created)?;
+        let arguments = from_py("arguments", arguments)?;
         let task = match mcp_tasks::protocol::client::classify("tools/call", created, true) {
             Ok(mcp_tasks::protocol::client::CallResult::Task(task)) => task,
             Ok(_) => return Err(pyo3::exceptions::PyValueError::new_err("not a CreateTaskResult")),
@@ -151,27 +163,27 @@ impl PyTaskExecution {
         &self.task_id
     }
 
-    /// The latest state seen (JSON).
-    fn latest(&self) -> String {
-        serde_json::to_string(&self.inner.latest()).expect("tasks serialize")
+    /// The latest state seen (a `DetailedTask` dict).
+    fn latest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Pythonized(self.inner.latest()).into_pyobject(py)
     }
 
-    /// The next state (JSON), or None once the task has an outcome.
+    /// The next state (a dict), or None once the task has an outcome.
     fn next_update<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
         crate::awaitable(py, async move {
             let next = inner.next_update().await;
-            Ok(next.map(|task| serde_json::to_string(&task).expect("tasks serialize")))
+            Ok(next.map(Pythonized))
         })
     }
 
-    /// Waits for the outcome (JSON: `{"kind": "completed", "result": ...}`, `failed`, `cancelled`,
-    /// `gone`, `expired`) and marks it delivered.
+    /// Waits for the outcome (a dict: `{"kind": "completed", "result": ...}`, `failed`,
+    /// `cancelled`, `gone`, `expired`) and marks it delivered.
     fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
         crate::awaitable(py, async move {
             let outcome = inner.result().await.map_err(client_error)?;
-            Ok(serde_json::to_string(&outcome).expect("outcomes serialize"))
+            Ok(Pythonized(outcome))
         })
     }
 
@@ -188,9 +200,9 @@ impl PyTaskExecution {
         self.inner.cancel(mode).map_err(client_error)
     }
 
-    /// Answers input request `key` with `response` (JSON).
-    fn answer(&self, key: &str, response: &str) -> PyResult<()> {
-        let response = parse_json("response", response)?;
+    /// Answers input request `key` with `response` (a dict).
+    fn answer(&self, key: &str, response: &Bound<'_, PyAny>) -> PyResult<()> {
+        let response = from_py("response", response)?;
         self.inner.answer(key, response).map_err(client_error)
     }
 }

@@ -43,12 +43,6 @@ pub(crate) fn protocol_error(err: &ProtocolError) -> PyErr {
     raise(err.kind(), rpc.code, rpc.message, rpc.data.map(|d| d.to_string()))
 }
 
-/// Parses a JSON argument; one that does not parse is -32602 (`InvalidParamsError`).
-pub(crate) fn parse_json(what: &str, text: &str) -> PyResult<serde_json::Value> {
-    serde_json::from_str(text)
-        .map_err(|e| protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}"))))
-}
-
 /// Maps a store error from opening an engine's store: a bad URL is a `ValueError`.
 pub(crate) fn store_error(err: StoreError) -> PyErr {
     match err {

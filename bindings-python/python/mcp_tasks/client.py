@@ -4,7 +4,6 @@ references (SQLite by default) and re-attaches after a restart."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,8 +26,7 @@ class Outcome:
     error: dict[str, Any] | None = None
 
 
-def _outcome(text: str) -> Outcome:
-    data = json.loads(text)
+def _outcome(data: dict[str, Any]) -> Outcome:
     return Outcome(kind=data["kind"], result=data.get("result"), error=data.get("error"))
 
 
@@ -44,12 +42,12 @@ class TaskExecution:
 
     def latest(self) -> dict[str, Any]:
         """The latest state seen (a ``DetailedTask``)."""
-        return json.loads(self._native.latest())
+        return self._native.latest()
 
     async def updates(self) -> AsyncIterator[dict[str, Any]]:
         """Each newer state, ending when the task has an outcome."""
         while (state := await self._native.next_update()) is not None:
-            yield json.loads(state)
+            yield state
 
     async def result(self) -> Outcome:
         """Waits for the outcome (and marks it delivered, so ``resume_all`` will not repeat it)."""
@@ -61,7 +59,7 @@ class TaskExecution:
 
     def answer(self, key: str, response: Mapping[str, Any]) -> None:
         """Answers input request ``key`` (sent with ``tasks/update``)."""
-        self._native.answer(key, json.dumps(response))
+        self._native.answer(key, dict(response))
 
 
 @dataclass(frozen=True)
@@ -101,9 +99,9 @@ class TasksClient:
         if input_handler is not None:
             handler = input_handler
 
-            async def callback(task_id: str | None, key: str, request: str) -> str | None:
-                answer = await handler(task_id, key, json.loads(request))
-                return None if answer is None else json.dumps(answer)
+            async def callback(task_id: str | None, key: str, request: dict[str, Any]) -> dict[str, Any] | None:
+                answer = await handler(task_id, key, request)
+                return None if answer is None else dict(answer)
 
         self._native = _native.Client(
             url,
@@ -117,10 +115,10 @@ class TasksClient:
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Execution:
         """Calls a tool; MRTR rounds are answered by the input handler and retried."""
-        kind, body, task = await self._native.call_tool(name, json.dumps(dict(arguments or {})))
+        kind, body, task = await self._native.call_tool(name, dict(arguments or {}))
         if kind == "task" and task is not None:
             return Execution(immediate=None, task=TaskExecution(task))
-        return Execution(immediate=json.loads(body), task=None)
+        return Execution(immediate=body, task=None)
 
     async def resume_all(self) -> list[TaskExecution]:
         """Re-attaches to every task of this endpoint whose outcome was not delivered yet."""
@@ -185,7 +183,7 @@ class TasksClientExtension(ClientExtension):
 
     async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> CallToolResult:
         payload = created.model_dump(by_alias=True, mode="json")
-        native = await self.client._native.follow(json.dumps(payload), ctx.tool_name, "{}")
+        native = await self.client._native.follow(payload, ctx.tool_name, {})
         outcome = await TaskExecution(native).result()
         if outcome.kind == "completed" and outcome.result is not None:
             return CallToolResult.model_validate(outcome.result)
