@@ -196,7 +196,7 @@ impl Queue {
         Ok(())
     }
 
-    /// The next group of jobs, or `None` once closed and drained.
+    /// Moves the next jobs (up to [`MAX_GROUP`]) into `group`; false once closed and drained.
     fn next_group(&self, group: &mut Vec<Job>) -> bool {
         let mut state = self.state.lock();
         let mut idle = Duration::ZERO;
