@@ -471,3 +471,31 @@ async fn closing_while_sqlite_is_locked_keeps_logged_writes_for_the_next_open() 
     let again = SqliteStore::open(&path).unwrap();
     assert!(again.get("kept").await.unwrap().is_some(), "replayed from the redo log");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_in_writes_empties_the_wal() {
+    use mcp_tasks::protocol::TaskRecord;
+    for durability in [Durability::Normal, Durability::Full] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_with(dir.path().join("t.db"), durability).unwrap();
+        for n in 0..200 {
+            let task = TaskRecord::new(format!("task-{n}"), "p".into(), "o".into(), "t".into(), 0, None, None);
+            store.insert(&Arc::new(task)).await.unwrap();
+        }
+        assert!(store.get("task-7").await.unwrap().is_some(), "a reader holds a snapshot now");
+        let wal = dir.path().join("t.db-wal");
+        // The writer checkpoints once writes pause for 50 ms, ending idle readers' snapshots
+        // first; poll for it rather than guess how long that takes on a loaded machine.
+        let mut size = u64::MAX;
+        for _ in 0..500 {
+            size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+            if size == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(size, 0, "{durability:?}: the WAL was moved into the database file");
+        assert_eq!(store.count().await.unwrap(), 200);
+        assert!(store.get("task-199").await.unwrap().is_some());
+    }
+}
