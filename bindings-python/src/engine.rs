@@ -1,6 +1,6 @@
 //! Glue for `mcp_tasks::engine`: the engine, a task's work handle, and listen subscriptions.
-//! JSON crosses the boundary as Python objects (dicts, lists, ...; converted by pythonize);
-//! every async method returns an awaitable that runs on the shared tokio runtime without
+//! JSON crosses the boundary as Python objects (dicts, lists, ...; `from_py` in, `Pythonized`
+//! out); every async method returns an awaitable that runs on the shared tokio runtime without
 //! holding the GIL, or is already resolved when the work finished without waiting.
 
 use std::collections::HashMap;

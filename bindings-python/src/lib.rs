@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 
 /// Runs `fut` as a Python awaitable. The first poll happens right here (inside the tokio
 /// runtime, GIL held: releasing it costs more than the few microseconds of a memory-store
-/// operation, an inline SQLite commit or a cached read, because tokio workers finishing other
+/// operation, a redo-log append or a cached read, because tokio workers finishing other
 /// futures take it in between): work that finishes without waiting comes back as a [`Ready`]
 /// awaitable, so it costs no hop to a tokio worker and back (measured ~0.2 ms per call here),
 /// nor the event loop's future machinery. Anything still pending after that poll is handed,

@@ -562,9 +562,7 @@ impl Engine {
                     // adopt the stored record and apply the event to that.
                     live.waiters.lock().extend(deliveries.into_iter().map(|(w, _)| w));
                     match self.inner.store.get(&next.id).await? {
-                        Some(theirs) => {
-                            self.publish_live(live, Arc::new(theirs));
-                        }
+                        Some(theirs) => self.publish_live(live, Arc::new(theirs)),
                         None => {
                             self.inner.live.lock().remove(&next.id);
                             return Err(Self::not_found(&next.id));
@@ -599,8 +597,7 @@ impl Engine {
                 let _ = self.inner.changes.send(Arc::clone(&record));
                 return Ok(record);
             }
-            task = TaskRecord::clone(&record);
-            task = self.inner.store.get(&task.id).await?.ok_or_else(|| Self::not_found(&task.id))?;
+            task = self.inner.store.get(&record.id).await?.ok_or_else(|| Self::not_found(&record.id))?;
         }
         Err(StoreError::Backend("task kept changing under concurrent writers".into()).into())
     }

@@ -149,7 +149,7 @@ impl Readers {
 
 impl Write {
     /// The record an insert or update writes.
-    fn record(&self) -> Option<&TaskRecord> {
+    fn record(&self) -> Option<&Arc<TaskRecord>> {
         match self {
             Self::Insert(task) | Self::Update(task, _) => Some(task),
             Self::Purge(..) | Self::Flush => None,
@@ -273,18 +273,17 @@ struct Unfinished {
     expires_at: Option<i64>,
 }
 
-/// Bytes of a redo record before its JSON: length, epoch, kind, expected version.
-const REDO_HEADER: usize = 4 + 8 + 1 + 8;
+/// Bytes of a redo record before its JSON: length, epoch, kind.
+const REDO_HEADER: usize = 4 + 8 + 1;
 
 /// Writes one redo record into `frame` (cleared first): `len: u32 LE | epoch: u64 LE |
-/// kind: u8 | expected version: u64 LE | record JSON`, where `len` counts everything after
-/// itself.
-fn redo_frame(frame: &mut Vec<u8>, epoch: u64, kind: u8, expected: u64, task: &TaskRecord) -> Result<(), StoreError> {
+/// kind: u8 | record JSON`, where `len` counts everything after itself. Replay needs no
+/// expected version: it applies an update only over an older, unfinished stored version.
+fn redo_frame(frame: &mut Vec<u8>, epoch: u64, kind: u8, task: &TaskRecord) -> Result<(), StoreError> {
     frame.clear();
     frame.extend_from_slice(&[0; 4]);
     frame.extend_from_slice(&epoch.to_le_bytes());
     frame.push(kind);
-    frame.extend_from_slice(&expected.to_le_bytes());
     serde_json::to_writer(&mut *frame, task).map_err(backend)?;
     let len = u32::try_from(frame.len() - 4).map_err(|_| StoreError::Backend("task record over 4 GiB".into()))?;
     frame[..4].copy_from_slice(&len.to_le_bytes());
@@ -292,22 +291,19 @@ fn redo_frame(frame: &mut Vec<u8>, epoch: u64, kind: u8, expected: u64, task: &T
 }
 
 impl RedoState {
-    /// Appends one record. A failed append is cut off again, so the log never holds a torn
-    /// record before good ones.
-    fn append(&mut self, kind: u8, expected: u64, task: &TaskRecord) -> Result<(), StoreError> {
+    /// Appends one record. A failed append does not move the end of the log, so the next
+    /// record overwrites whatever part of it landed: the log never holds a torn record before
+    /// good ones.
+    fn append(&mut self, kind: u8, task: &TaskRecord) -> Result<(), StoreError> {
         let mut frame = std::mem::take(&mut self.frame);
-        redo_frame(&mut frame, self.epoch, kind, expected, task)?;
+        redo_frame(&mut frame, self.epoch, kind, task)?;
         let written = write_at(&self.file, &frame, self.len);
         let len = frame.len() as u64;
         // Kept for the next record, unless a huge one made it large.
         if frame.capacity() <= 1 << 20 {
             self.frame = frame;
         }
-        if let Err(e) = written {
-            // Whatever part of the record landed is followed by nothing of this epoch that
-            // replay would reach: it ends at the torn record.
-            return Err(backend(e));
-        }
+        written.map_err(backend)?;
         self.len += len;
         Ok(())
     }
@@ -361,7 +357,7 @@ fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
 /// Reads the records of a redo log's current epoch (the first record's): a record of another
 /// epoch (left from before a rewind), or a torn or unreadable one (a write cut short by a power
 /// loss), ends it.
-fn read_redo(bytes: &[u8]) -> Vec<(u8, u64, TaskRecord)> {
+fn read_redo(bytes: &[u8]) -> Vec<(u8, TaskRecord)> {
     let mut records = Vec::new();
     let mut rest = bytes;
     let mut current = None;
@@ -375,9 +371,8 @@ fn read_redo(bytes: &[u8]) -> Vec<(u8, u64, TaskRecord)> {
             break;
         }
         let kind = rest[12];
-        let expected = u64::from_le_bytes(rest[13..21].try_into().expect("8 bytes"));
         match serde_json::from_slice::<TaskRecord>(&rest[REDO_HEADER..4 + len]) {
-            Ok(task) if matches!(kind, REDO_INSERT | REDO_UPDATE) => records.push((kind, expected, task)),
+            Ok(task) if matches!(kind, REDO_INSERT | REDO_UPDATE) => records.push((kind, task)),
             _ => break,
         }
         rest = &rest[4 + len..];
@@ -388,22 +383,24 @@ fn read_redo(bytes: &[u8]) -> Vec<(u8, u64, TaskRecord)> {
 /// Applies a redo log left by a process that died to SQLite, in one transaction. Records SQLite
 /// already holds (committed before the death) change nothing: inserts are `OR IGNORE` and
 /// updates apply only over an older, unfinished version.
-fn replay_redo(conn: &mut Connection, records: &[(u8, u64, TaskRecord)]) -> Result<(), StoreError> {
+fn replay_redo(conn: &mut Connection, records: &[(u8, TaskRecord)]) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(backend)?;
-    for (kind, _expected, task) in records {
-        let version = i64::try_from(task.version).unwrap_or(i64::MAX);
-        let sql = if *kind == REDO_INSERT {
-            "INSERT OR IGNORE INTO tasks (id, principal, owner, status, expires_at, version, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    for (kind, task) in records {
+        let (status, expires, version, body) =
+            (task.status.as_str(), expires_at(task), i64::try_from(task.version).unwrap_or(i64::MAX), encode(task));
+        if *kind == REDO_INSERT {
+            tx.execute(
+                "INSERT OR IGNORE INTO tasks (id, principal, owner, status, expires_at, version, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![task.id, task.principal, task.owner, status, expires, version, body],
+            )
         } else {
-            "UPDATE tasks SET status = ?4, expires_at = ?5, version = ?6, body = ?7 \
-             WHERE id = ?1 AND version < ?6 AND status IN ('working', 'input_required') \
-             AND ?2 IS NOT NULL AND ?3 IS NOT NULL"
-        };
-        tx.execute(
-            sql,
-            params![task.id, task.principal, task.owner, task.status.as_str(), expires_at(task), version, encode(task)],
-        )
+            tx.execute(
+                "UPDATE tasks SET status = ?2, expires_at = ?3, version = ?4, body = ?5 \
+                 WHERE id = ?1 AND version < ?4 AND status IN ('working', 'input_required')",
+                params![task.id, status, expires, version, body],
+            )
+        }
         .map_err(backend)?;
     }
     tx.commit().map_err(backend)
@@ -569,13 +566,13 @@ impl SqliteStore {
         let task = write.record().expect("only inserts and updates are logged");
         // The state lock is held from the check to the append, so no other write to this task
         // comes in between; the writer thread removes pending records only under it too.
-        let (kind, expected) = match &write {
+        let kind = match &write {
             Write::Insert(_) => {
                 let above = state.max_id.as_ref().is_none_or(|max| task.id > *max);
                 if !above && (state.pending.contains_key(&task.id) || self.get_committed(&task.id)?.is_some()) {
                     return Err(StoreError::Duplicate(task.id.clone()));
                 }
-                (REDO_INSERT, 0)
+                REDO_INSERT
             }
             Write::Update(_, expected) => {
                 let current = match state.unfinished.get(&task.id) {
@@ -588,21 +585,17 @@ impl SqliteStore {
                 if current != Some((*expected, false)) {
                     return Ok(Written::Update(UpdateOutcome::Conflict));
                 }
-                (REDO_UPDATE, *expected)
+                REDO_UPDATE
             }
             Write::Purge(..) | Write::Flush => unreachable!("only inserts and updates are logged"),
         };
         if self.queue.state.lock().closed {
             return Err(StoreError::Closed);
         }
-        state.append(kind, expected, task)?;
+        state.append(kind, task)?;
         state.appended += 1;
         let seq = state.appended;
-        let shared = match &write {
-            Write::Insert(task) | Write::Update(task, _) => Arc::clone(task),
-            Write::Purge(..) | Write::Flush => unreachable!("only inserts and updates are logged"),
-        };
-        state.pending.insert(task.id.clone(), (seq, shared));
+        state.pending.insert(task.id.clone(), (seq, Arc::clone(task)));
         if task.status.is_terminal() {
             state.unfinished.remove(&task.id);
         } else {
@@ -912,9 +905,9 @@ mod tests {
     use super::*;
     use crate::protocol::{TaskEvent, TaskStatus};
 
-    fn frame(epoch: u64, kind: u8, expected: u64, task: &TaskRecord) -> Vec<u8> {
+    fn frame(epoch: u64, kind: u8, task: &TaskRecord) -> Vec<u8> {
         let mut frame = Vec::new();
-        redo_frame(&mut frame, epoch, kind, expected, task).unwrap();
+        redo_frame(&mut frame, epoch, kind, task).unwrap();
         frame
     }
 
@@ -941,19 +934,19 @@ mod tests {
             store.close();
         }
         let mut a = record("a");
-        let mut log = frame(7, REDO_INSERT, 0, &a);
+        let mut log = frame(7, REDO_INSERT, &a);
         a.apply(2, TaskEvent::SetStatusMessage("a2".into())).unwrap();
-        log.extend(frame(7, REDO_UPDATE, 1, &a));
-        log.extend(frame(7, REDO_INSERT, 0, &record("b")));
+        log.extend(frame(7, REDO_UPDATE, &a));
+        log.extend(frame(7, REDO_INSERT, &record("b")));
         let mut c_forged = record("c");
         c_forged.version = 9;
-        log.extend(frame(7, REDO_UPDATE, 1, &c_forged));
-        let torn = frame(7, REDO_INSERT, 0, &record("d"));
+        log.extend(frame(7, REDO_UPDATE, &c_forged));
+        let torn = frame(7, REDO_INSERT, &record("d"));
         log.extend(&torn[..torn.len() - 3]);
-        let mut rewound = frame(8, REDO_INSERT, 0, &record("e"));
+        let mut rewound = frame(8, REDO_INSERT, &record("e"));
         // A log rewound after its records were committed: the new epoch's records, then the
         // rest of the old epoch's, which replay must not read.
-        rewound.extend(frame(7, REDO_INSERT, 0, &record("f")));
+        rewound.extend(frame(7, REDO_INSERT, &record("f")));
         let dir2 = tempfile::tempdir().unwrap();
         std::fs::write(dir2.path().join("t.db-redo"), &rewound).unwrap();
         let other = SqliteStore::open(dir2.path().join("t.db")).unwrap();
