@@ -29,7 +29,7 @@ from mcp_tasks import _native
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "tests/vectors"
-SCHEMAS = ROOT.parent / "shared/spec/schema"
+SCHEMAS = ROOT / "tests/schema"  # vendored; source and version in tests/schema/README.md
 TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 

@@ -54,7 +54,7 @@ pub trait IdGenerator: Send + Sync + 'static {
 }
 
 /// Unguessable ids: a 64-bit time prefix then 128 bits from the operating system's CSPRNG,
-/// hex-encoded (48 characters), so a task id can serve as a bearer handle (DIGEST §8). The
+/// hex-encoded (48 characters), so a task id can serve as a bearer handle (the extension's "Security Considerations"). The
 /// prefix is the Unix millisecond times 65,536 plus a counter, and increases with every id this
 /// process makes: ids sort in creation order, which keeps index inserts at the tail of a B-tree
 /// instead of dirtying a random page per create, and lets a store tell a new id from a stored

@@ -6,7 +6,7 @@
 //! through `subscriptions/listen`.
 //!
 //! The crate is layered:
-//! - [`protocol`]: sans-IO. Wire types, the error table, negotiation, header rules, request
+//! - [`protocol`] (the `mcp-tasks-protocol` crate): sans-IO. Wire types, the error table, negotiation, header rules, request
 //!   decoding and the task state machine. No IO, no runtime, no clock: time and ids are passed
 //!   in, so any host or language binding can drive it.
 //! - [`store`]: durable storage behind the async [`store::TaskStore`] trait; SQLite (embedded
@@ -26,8 +26,9 @@ pub mod clock;
 pub mod engine;
 #[cfg(feature = "http")]
 pub mod host;
-pub mod protocol;
 pub mod store;
 
 pub use engine::{Engine, EngineConfig, EngineError, TaskContext, TaskOptions};
+/// The sans-IO protocol layer (the `mcp-tasks-protocol` crate).
+pub use mcp_tasks_protocol as protocol;
 pub use protocol::{EXTENSION_ID, PROTOCOL_VERSION};

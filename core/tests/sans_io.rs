@@ -1,5 +1,6 @@
-//! Guards the layering: the protocol layer does no IO, spawns nothing and reads no clock, and
-//! the README's error table is the code's `ERROR_TABLE`.
+//! Guards the layering: the protocol crate (`core/protocol`) depends on nothing that does IO,
+//! spawns or reads a clock, and its code calls none of it; the README's error table is the
+//! code's `ERROR_TABLE`; the repository stands alone.
 
 use std::path::Path;
 
@@ -15,11 +16,33 @@ const FORBIDDEN: &[&str] = &[
     "axum",
     "reqwest",
     "async fn",
+    "now_utc",
+    "now_local",
 ];
 
+/// The only dependencies the protocol crate may have: none of them does IO or reads a clock.
+const PROTOCOL_DEPENDENCIES: &[&str] = &["base64", "hmac", "serde", "serde_json", "sha2", "thiserror", "time"];
+
 #[test]
-fn protocol_layer_is_sans_io() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol");
+fn protocol_crate_depends_on_nothing_that_does_io() {
+    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol/Cargo.toml")).unwrap();
+    let mut section = "";
+    let mut found = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section.ends_with("dependencies]") && !line.is_empty() && !line.starts_with('#') {
+            let name = line.split(['=', '.', ' ']).next().unwrap().to_owned();
+            assert!(PROTOCOL_DEPENDENCIES.contains(&name.as_str()), "core/protocol depends on {name} ({section})");
+            found.push(name);
+        }
+    }
+    assert!(found.len() >= 5, "expected the protocol crate's dependencies, found {found:?}");
+}
+
+#[test]
+fn protocol_crate_is_sans_io() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol/src");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -57,4 +80,37 @@ fn assert_readme_quotes_example(file: &str, first_line: &str) {
 fn readme_examples_are_the_compiled_examples() {
     assert_readme_quotes_example("serve.rs", "use std::sync::Arc;");
     assert_readme_quotes_example("client.rs", "use futures::StreamExt;");
+}
+
+/// The repository stands alone: no test, script or comment reaches for a sibling folder or for
+/// documents that are not in it (the spec is cited by its public URL, schemas are vendored).
+#[test]
+fn repository_stands_alone() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // Built by concatenation so this file does not match itself.
+    let outside = [["../", "shared"].concat(), ["DIG", "EST"].concat(), ["NOTES", ".md"].concat()];
+    let mut stack = vec![root.to_path_buf()];
+    let mut checked = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !matches!(name.as_str(), "target" | "node_modules" | ".git" | ".tools" | ".build" | "dist") {
+                    stack.push(path);
+                }
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else { continue };
+            for word in &outside {
+                assert!(
+                    !text.contains(word.as_str()),
+                    "{} mentions {word}, which is outside the repository",
+                    path.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "expected the repository's files under {}", root.display());
 }

@@ -4,7 +4,8 @@
 //!
 //! Every POST is one JSON-RPC message. The reply is `application/json`, or a one-event SSE
 //! stream when the client accepts only `text/event-stream`. GET and DELETE answer 405: this
-//! revision has no sessions (DIGEST §7).
+//! revision has no sessions
+//! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http>).
 
 mod tools;
 

@@ -377,7 +377,7 @@ impl SseReader {
     }
 }
 
-/// The JSON Schemas under `shared/spec/schema`, compiled once.
+/// The JSON Schemas vendored under `tests/schema` (see its README for their source), compiled once.
 pub struct Schemas {
     core: Value,
     ext: Value,
@@ -387,7 +387,7 @@ pub struct Schemas {
 pub fn schemas() -> &'static Schemas {
     static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
-        let dir = repo_root().join("../shared/spec/schema");
+        let dir = repo_root().join("tests/schema");
         let load = |p: &str| -> Value {
             let path = dir.join(p);
             serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()

@@ -1,9 +1,10 @@
 //! The sans-IO protocol layer: wire types, the error table, negotiation, header rules, request
 //! decoding and the task state machine.
 //!
-//! Nothing in this module performs IO, spawns, sleeps or reads a clock: time is passed in as
-//! Unix milliseconds and ids as strings. A test (`core/tests/sans_io.rs`) fails if a runtime or
-//! clock call appears here.
+//! Nothing in this crate performs IO, spawns, sleeps or reads a clock: time is passed in as
+//! Unix milliseconds and ids as strings. The crate boundary enforces it (its dependencies are
+//! serde, hashing, base64 and date formatting only); `mcp-tasks` re-exports it as
+//! `mcp_tasks::protocol`.
 
 pub mod client;
 pub mod error;

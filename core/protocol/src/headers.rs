@@ -1,5 +1,6 @@
-//! Streamable HTTP standard-header rules (DIGEST §7): `MCP-Protocol-Version` equals the `_meta`
-//! version, `Mcp-Method` equals the method, and `Mcp-Name` equals `params.name` on `tools/call`
+//! Streamable HTTP standard-header rules
+//! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http>):
+//! `MCP-Protocol-Version` equals the `_meta` version, `Mcp-Method` equals the method, and `Mcp-Name` equals `params.name` on `tools/call`
 //! and `prompts/get`, `params.uri` on `resources/read`, and `params.taskId` on `tasks/*`.
 //! A missing or different value is -32020 with HTTP 400.
 

@@ -1,6 +1,7 @@
 //! Sealing MRTR `requestState`. The core spec treats `requestState` as attacker-controlled and
 //! requires integrity protection when it drives logic, recommending a binding to principal,
-//! expiry and request (DIGEST §8, MRTR). A sealed state is
+//! expiry and request
+//! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/patterns/mrtr>). A sealed state is
 //! `base64url(payload) "." base64url(HMAC-SHA256(key, principal | tool | payload))`, with the
 //! expiry inside the payload. The key is passed in; nothing here reads a clock.
 

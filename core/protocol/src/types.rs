@@ -1,6 +1,7 @@
 //! Serde types for every message of the tasks extension and the parts of MCP 2026-07-28 it
-//! touches (DIGEST §1–§7). Field names follow the wire (`camelCase`); optional fields are
-//! omitted when absent, except `ttlMs`, which the schema requires and which is `null` for an
+//! touches (<https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html>,
+//! <https://modelcontextprotocol.io/specification/2026-07-28>). Field names follow the wire
+//! (`camelCase`); optional fields are omitted when absent, except `ttlMs`, which the schema requires and which is `null` for an
 //! unlimited lifetime.
 
 use serde::{Deserialize, Serialize};
@@ -30,7 +31,7 @@ pub type InputResponses = Map<String, Value>;
 /// A JSON-RPC request id (string or number).
 pub type RequestId = Value;
 
-/// The `resultType` discriminator (DIGEST §2).
+/// The `resultType` discriminator of MCP 2026-07-28 results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultType {
@@ -42,7 +43,7 @@ pub enum ResultType {
     Task,
 }
 
-/// A task's status (DIGEST §3.1, §9).
+/// A task's status (the extension's `TaskStatus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
@@ -110,7 +111,7 @@ pub struct Task {
     pub poll_interval_ms: Option<u64>,
 }
 
-/// A `DetailedTask`: the `Task` plus what its status carries (DIGEST §3.3).
+/// A `DetailedTask`: the `Task` plus what its status carries (the extension's `DetailedTask` variants).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DetailedTask {

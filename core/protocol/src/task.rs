@@ -11,7 +11,8 @@
 //!
 //! Terminal states are absorbing: every event on a terminal task is refused with
 //! [`TransitionError::Terminal`] and changes nothing, so a result that arrives after a cancel
-//! is discarded and a second cancel is a no-op (DIGEST §9).
+//! is discarded and a second cancel is a no-op
+//! (<https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html>, "Task Cancellation").
 
 use std::collections::BTreeSet;
 
@@ -188,7 +189,7 @@ impl TaskRecord {
             TaskEvent::ProvideInput(responses) => {
                 for (key, response) in responses {
                     // Only outstanding keys count; never-issued, already-answered or superseded
-                    // keys are ignored silently (DIGEST §5).
+                    // keys are ignored silently (the extension's input_required flow).
                     if self.input_requests.remove(&key).is_some() {
                         self.answers.insert(key.clone(), response);
                         applied.answered.push(key);
@@ -275,7 +276,7 @@ impl TaskRecord {
 }
 
 /// Makes a tool result a full `CallToolResult` with `resultType: "complete"` (a real TS client
-/// fails on an inlined result without it, NOTES.md) and without the v1 related-task `_meta`.
+/// fails on an inlined result without it: `@modelcontextprotocol/client` 2.4.0) and without the v1 related-task `_meta`.
 pub fn with_complete_result_type(result: Value) -> Value {
     match result {
         Value::Object(mut map) => {

@@ -1,10 +1,10 @@
 //! JSON-RPC errors: the wire shape, the protocol error enum, and the one table that maps every
 //! error kind to its JSON-RPC code and Streamable HTTP status.
 //!
-//! Codes come from JSON-RPC 2.0 and the MCP 2026-07-28 core (`-32020…-32022`, DIGEST §1.4); the
+//! Codes come from JSON-RPC 2.0 and the MCP 2026-07-28 core (`-32020…-32022`); the
 //! task-specific uses (`-32602` for unknown/foreign/purged ids, `-32021` for a missing tasks
 //! declaration, `-32601` for the removed `tasks/list` and `tasks/result`) follow SEP-2663
-//! (DIGEST §4.5).
+//! (<https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html>, "Error Handling").
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -1,5 +1,7 @@
-//! Per-request negotiation (DIGEST §1, §3.5, §4): the `_meta` envelope, the extension
-//! declaration, the per-tool task mode and the advertisement.
+//! Per-request negotiation: the `_meta` envelope, the extension declaration, the per-tool task
+//! mode and the advertisement
+//! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/versioning>,
+//! <https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html>).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -103,7 +105,8 @@ pub fn check_version(requested: &str) -> Result<(), ProtocolError> {
 }
 
 /// How a tool may run as a task. There is no per-tool declaration on the 2026-07-28 wire; the
-/// server decides per request (DIGEST §3.5).
+/// server decides per request (SEP-2663,
+/// <https://modelcontextprotocol.io/seps/2663-tasks-extension>).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskMode {
