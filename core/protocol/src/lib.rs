@@ -12,6 +12,7 @@ pub mod headers;
 pub mod negotiation;
 pub mod request;
 pub mod request_state;
+pub mod server;
 pub mod task;
 pub mod time;
 pub mod types;

@@ -7,6 +7,7 @@
 //! memory when it becomes terminal; terminal tasks are read from the store and cost no RAM.
 
 mod context;
+mod serve;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use context::{NO_RESULT_MESSAGE, TaskContext, TaskHandle};
+pub use serve::Served;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{

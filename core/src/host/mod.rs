@@ -12,33 +12,28 @@ mod tools;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode, header, request::Parts};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header, request::Parts};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::any;
 use futures::stream::{self, Stream};
-use serde_json::{Map, Value, json};
 use sha2::Digest;
 
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
 
-use crate::engine::{Engine, EngineError, Subscription};
-use crate::protocol::negotiation::{self, Dispatch, SUPPORTED_VERSIONS};
-use crate::protocol::request::{self, Incoming, Method};
-use crate::protocol::task::with_complete_result_type;
-use crate::protocol::{
-    AckResult, AcknowledgedParams, DiscoverResult, Envelope, GetTaskResult, InputRequiredResult, ListenFilter,
-    ListenResult, ProtocolError, RequestId, ResultType, RpcError, TaskNotificationParams, headers, request_state,
-    subscription_meta,
+use crate::engine::{Engine, Served, Subscription};
+use crate::protocol::negotiation::Dispatch;
+use crate::protocol::server::{
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Routed,
+    ToolCallRoute, ToolEntry, input_required_result,
 };
+use crate::protocol::task::with_complete_result_type;
+use crate::protocol::{ProtocolError, RpcError, request_state};
 
 /// Derives the caller's principal from the HTTP request (its auth); `None` answers 401.
 pub type PrincipalFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
-
-/// How long a sealed MRTR `requestState` stays valid.
-const REQUEST_STATE_TTL_MS: u64 = 10 * 60 * 1000;
 
 /// The default principal: a SHA-256 of the `Authorization` header, or `"anonymous"` without
 /// one. Hosts with real auth plug in their own [`PrincipalFn`].
@@ -54,9 +49,7 @@ pub struct HostBuilder {
     engine: Engine,
     tools: Vec<Tool>,
     principal: PrincipalFn,
-    server_name: String,
-    server_version: String,
-    max_body_bytes: usize,
+    config: DispatcherConfig,
     state_key: Vec<u8>,
 }
 
@@ -79,15 +72,15 @@ impl HostBuilder {
     /// Sets the `serverInfo` advertised by `server/discover`.
     #[must_use]
     pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
-        self.server_name = name.into();
-        self.server_version = version.into();
+        self.config.server_name = name.into();
+        self.config.server_version = version.into();
         self
     }
 
     /// Sets the largest accepted HTTP body; larger ones get -32600 with HTTP 413.
     #[must_use]
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.max_body_bytes = bytes;
+        self.config.max_body_bytes = bytes;
         self
     }
 
@@ -101,43 +94,40 @@ impl HostBuilder {
 
     /// Builds the host.
     pub fn build(self) -> Host {
-        Host { inner: Arc::new(self) }
+        let mut dispatcher = Dispatcher::new(self.config);
+        for tool in &self.tools {
+            dispatcher.add_tool(ToolEntry { name: tool.name.clone(), mode: tool.mode, listing: tool.listing() });
+        }
+        Host {
+            inner: Arc::new(Inner {
+                engine: self.engine,
+                tools: self.tools,
+                principal: self.principal,
+                dispatcher,
+                state_key: self.state_key,
+            }),
+        }
     }
+}
+
+struct Inner {
+    engine: Engine,
+    tools: Vec<Tool>,
+    principal: PrincipalFn,
+    dispatcher: Dispatcher,
+    state_key: Vec<u8>,
 }
 
 /// The HTTP host. Cheap to clone.
 #[derive(Clone)]
 pub struct Host {
-    inner: Arc<HostBuilder>,
+    inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host").field("tools", &self.inner.tools).finish_non_exhaustive()
     }
-}
-
-/// A failure answered as a JSON-RPC error.
-enum Failure {
-    Protocol(ProtocolError),
-    Tool(RpcError),
-}
-
-impl From<ProtocolError> for Failure {
-    fn from(e: ProtocolError) -> Self {
-        Self::Protocol(e)
-    }
-}
-
-impl From<EngineError> for Failure {
-    fn from(e: EngineError) -> Self {
-        Self::Protocol(e.to_protocol())
-    }
-}
-
-enum Reply {
-    Result(Value),
-    Listen(RequestId, Subscription),
 }
 
 impl Host {
@@ -149,9 +139,7 @@ impl Host {
             engine,
             tools: Vec::new(),
             principal: Arc::new(authorization_principal),
-            server_name: "mcp-tasks".to_owned(),
-            server_version: env!("CARGO_PKG_VERSION").to_owned(),
-            max_body_bytes: 4 << 20,
+            config: DispatcherConfig::default(),
             state_key: key,
         }
     }
@@ -163,166 +151,81 @@ impl Host {
 
     /// An axum router serving the endpoint at `path` (usually `/mcp`).
     pub fn router(&self, path: &str) -> Router {
-        Router::new()
-            .route(path, post(post_handler).get(method_not_allowed).delete(method_not_allowed))
-            .layer(DefaultBodyLimit::disable())
-            .with_state(self.clone())
+        Router::new().route(path, any(post_handler)).layer(DefaultBodyLimit::disable()).with_state(self.clone())
     }
 
-    /// Handles one POST (headers and body) and returns the HTTP response.
+    /// Handles one HTTP request (headers and body) and returns the HTTP response.
     pub async fn handle(&self, parts: Parts, body: Body) -> Response {
-        let wants_sse = wants_sse_only(&parts.headers);
-        let limit = self.inner.max_body_bytes;
-        let bytes = match axum::body::to_bytes(body, limit).await {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                let err = ProtocolError::BodyTooLarge { limit };
-                return error_reply(None, &Failure::Protocol(err), wants_sse);
-            }
-        };
-        self.handle_bytes(&parts, &bytes, wants_sse).await
-    }
-
-    async fn handle_bytes(&self, parts: &Parts, bytes: &Bytes, wants_sse: bool) -> Response {
-        let (id, method, params) = match request::decode(bytes) {
-            Ok(Incoming::Request { id, method, params }) => (id, method, params),
-            // Notifications and responses get no JSON-RPC answer.
-            Ok(Incoming::Notification { .. } | Incoming::Response) => return StatusCode::ACCEPTED.into_response(),
-            Err(e) => return error_reply(e.id.as_ref(), &Failure::Protocol(e.error), wants_sse),
-        };
-        let Some(principal) = (self.inner.principal)(parts) else {
-            let mut response =
-                error_reply(Some(&id), &Failure::Protocol(ProtocolError::InvalidRequest("unauthorized".into())), false);
-            *response.status_mut() = StatusCode::UNAUTHORIZED;
-            return response;
-        };
-        match self.dispatch(&parts.headers, &principal, &id, &method, params).await {
-            Ok(Reply::Result(result)) => result_reply(&id, result, wants_sse),
-            Ok(Reply::Listen(id, subscription)) => listen_stream(id, subscription).into_response(),
-            Err(failure) => error_reply(Some(&id), &failure, wants_sse),
+        let dispatcher = &self.inner.dispatcher;
+        // One byte past the limit tells "too large" from "exactly the limit".
+        let bytes = axum::body::to_bytes(body, dispatcher.config().max_body_bytes).await.ok();
+        // Header values that are not visible ASCII still reach the rules (and fail them) as text.
+        let owned: Vec<(&str, String)> = parts
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .collect();
+        let pairs: Vec<(&str, &str)> = owned.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let request = HttpRequest { method: parts.method.as_str(), headers: Headers(&pairs), body: bytes.as_deref() };
+        let principal = (self.inner.principal)(&parts);
+        match dispatcher.handle_http(&request, principal.as_deref()) {
+            Decision::Reply(reply) => http_reply(&reply),
+            Decision::Route(routed) => self.perform(routed).await,
         }
     }
 
-    async fn dispatch(
-        &self,
-        http_headers: &HeaderMap,
-        principal: &str,
-        id: &RequestId,
-        name: &str,
-        params: Option<Value>,
-    ) -> Result<Reply, Failure> {
-        let method = Method::parse(name).ok_or_else(|| ProtocolError::MethodNotFound(name.to_owned()))?;
-        let envelope = negotiation::parse_envelope(params.as_ref())?;
-        headers::validate(name, params.as_ref(), &envelope.protocol_version, standard_headers(http_headers))?;
+    async fn perform(&self, routed: Routed) -> Response {
         let engine = &self.inner.engine;
-        let result = match method {
-            Method::Discover => self.discover(),
-            Method::ToolsList => json!({
-                "resultType": "complete",
-                "tools": self.inner.tools.iter().map(Tool::listing).collect::<Vec<_>>(),
-                // The tool set is fixed for the host's life and the same for every caller.
-                "ttlMs": 60_000,
-                "cacheScope": "public",
-            }),
-            Method::ToolsCall => return self.call_tool(principal, envelope, params.as_ref()).await.map(Reply::Result),
-            Method::TasksGet => {
-                envelope.require_tasks(name)?;
-                let p = request::task_id_params(params.as_ref(), name)?;
-                let task = engine.get(principal, &p.task_id).await?;
-                to_value(GetTaskResult { result_type: ResultType::Complete, task })
-            }
-            Method::TasksUpdate => {
-                envelope.require_tasks(name)?;
-                let p = request::update_params(params.as_ref())?;
-                engine.update(principal, &p.task_id, p.input_responses).await?;
-                to_value(AckResult::new())
-            }
-            Method::TasksCancel => {
-                envelope.require_tasks(name)?;
-                let p = request::task_id_params(params.as_ref(), name)?;
-                engine.cancel(principal, &p.task_id).await?;
-                to_value(AckResult::new())
-            }
-            Method::SubscriptionsListen => {
-                let p = request::listen_params(params.as_ref())?;
-                let ids = match p.notifications.task_ids {
-                    Some(ids) => {
-                        envelope.require_tasks("subscriptions/listen with taskIds")?;
-                        ids
-                    }
-                    None => Vec::new(),
-                };
-                let subscription = engine.subscribe(principal, &ids).await;
-                return Ok(Reply::Listen(id.clone(), subscription));
-            }
-        };
-        Ok(Reply::Result(result))
+        match engine.serve(&routed.principal, routed.route.clone()).await {
+            Ok(Served::Result(result)) => http_reply(&routed.result(result)),
+            Ok(Served::Listen(subscription)) => listen_stream(routed.listen_frames(), subscription).into_response(),
+            Ok(Served::CallTool(call)) => match self.call_tool(&routed.principal, call).await {
+                Ok(result) => http_reply(&routed.result(result)),
+                Err(Failure::Protocol(e)) => http_reply(&routed.error(&e)),
+                Err(Failure::Tool(e)) => http_reply(&routed.tool_error(&e)),
+            },
+            Err(e) => http_reply(&routed.error(&e)),
+        }
     }
 
-    fn discover(&self) -> Value {
-        let mut meta = Map::new();
-        meta.insert(
-            crate::protocol::META_SERVER_INFO.to_owned(),
-            json!({ "name": self.inner.server_name, "version": self.inner.server_version }),
-        );
-        to_value(DiscoverResult {
-            result_type: ResultType::Complete,
-            supported_versions: SUPPORTED_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
-            capabilities: negotiation::server_capabilities(),
-            ttl_ms: 60_000,
-            cache_scope: "public".to_owned(),
-            instructions: None,
-            meta: Some(meta),
-        })
-    }
-
-    /// The `tools/call` interceptor: MRTR rounds first, then a task or a synchronous run.
-    async fn call_tool(&self, principal: &str, envelope: Envelope, params: Option<&Value>) -> Result<Value, Failure> {
+    /// Runs a routed `tools/call`: the MRTR phase first, then a task or a synchronous run.
+    async fn call_tool(&self, principal: &str, route: ToolCallRoute) -> Result<serde_json::Value, Failure> {
         let engine = &self.inner.engine;
-        let params = request::call_tool_params(params)?;
         let tool = self
             .inner
             .tools
             .iter()
-            .find(|t| t.name == params.name)
-            .ok_or_else(|| ProtocolError::InvalidParams(format!("Unknown tool: {}", params.name)))?;
-        let dispatch = negotiation::decide(tool.mode, envelope.declares_tasks())?;
-        engine.check_arguments(&params.arguments)?;
-        if let Some(responses) = &params.input_responses {
-            engine.check_input_responses(responses)?;
-        }
+            .find(|t| t.name == route.name)
+            .ok_or_else(|| ProtocolError::InvalidParams(format!("Unknown tool: {}", route.name)))?;
         let key = &self.inner.state_key;
-        let state = params
+        let state = route
             .request_state
             .as_deref()
             .map(|sealed| request_state::open(key, principal, &tool.name, sealed, engine.now_ms()))
             .transpose()?;
         let call = ToolCall {
-            name: params.name.clone(),
-            arguments: params.arguments,
-            input_responses: params.input_responses,
+            name: route.name,
+            arguments: route.arguments,
+            input_responses: route.input_responses,
             state,
             principal: principal.to_owned(),
-            envelope,
+            envelope: route.envelope,
         };
         if let Prepared::InputRequired { input_requests, state } =
             tool.handler.prepare(&call).await.map_err(Failure::Tool)?
         {
             let expires = engine.now_ms().saturating_add(REQUEST_STATE_TTL_MS);
             let sealed = state.map(|s| request_state::seal(key, principal, &tool.name, &s, expires));
-            return Ok(to_value(InputRequiredResult {
-                result_type: ResultType::InputRequired,
-                input_requests: Some(input_requests),
-                request_state: sealed,
-            }));
+            return Ok(input_required_result(input_requests, sealed));
         }
-        match dispatch {
+        match route.dispatch {
             Dispatch::Sync => {
                 let result = tool.handler.run(call, RunContext::sync()).await.map_err(Failure::Tool)?;
                 Ok(with_complete_result_type(result))
             }
             Dispatch::Task => {
-                let (created, ctx) = engine.create_task(principal, &tool.name, tool.options).await?;
+                let (created, ctx) =
+                    engine.create_task(principal, &tool.name, tool.options).await.map_err(|e| e.to_protocol())?;
                 let handler = Arc::clone(&tool.handler);
                 tokio::spawn(async move {
                     let cancel = ctx.cancellation();
@@ -341,51 +244,37 @@ impl Host {
                         tracing::error!(error = %e, "could not record a task's outcome");
                     }
                 });
-                Ok(to_value(created))
+                Ok(serde_json::to_value(created).expect("protocol types serialize"))
             }
         }
     }
 }
 
-fn to_value(value: impl serde::Serialize) -> Value {
-    serde_json::to_value(value).expect("protocol types serialize")
+/// A failure of a routed `tools/call`: a protocol error (status from the error table) or an
+/// error the tool itself raised while running synchronously.
+enum Failure {
+    Protocol(ProtocolError),
+    Tool(RpcError),
 }
 
-fn standard_headers(map: &HeaderMap) -> headers::StandardHeaders<'_> {
-    let get = |name: &str| map.get(name).and_then(|v| v.to_str().ok());
-    headers::StandardHeaders {
-        protocol_version: get("mcp-protocol-version"),
-        method: get("mcp-method"),
-        name: get("mcp-name"),
+impl From<ProtocolError> for Failure {
+    fn from(e: ProtocolError) -> Self {
+        Self::Protocol(e)
     }
 }
 
-/// True when the client accepts SSE but not JSON.
-fn wants_sse_only(map: &HeaderMap) -> bool {
-    let accept = map.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-    accept.contains("text/event-stream") && !accept.contains("application/json") && !accept.contains("*/*")
-}
-
-fn json_body(status: StatusCode, message: &Value, sse: bool) -> Response {
-    if sse {
-        let event = Event::default().event("message").data(message.to_string());
-        let stream = stream::iter([Ok::<_, std::convert::Infallible>(event)]);
-        return (status, Sse::new(stream)).into_response();
+/// The axum response of a dispatcher [`Reply`].
+fn http_reply(reply: &Reply) -> Response {
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, reply.body()).into_response();
+    let headers = response.headers_mut();
+    if let Some(content_type) = reply.content_type() {
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
-    (status, [(header::CONTENT_TYPE, "application/json")], message.to_string()).into_response()
-}
-
-fn result_reply(id: &RequestId, result: Value, sse: bool) -> Response {
-    json_body(StatusCode::OK, &crate::protocol::response(id, result), sse)
-}
-
-fn error_reply(id: Option<&RequestId>, failure: &Failure, sse: bool) -> Response {
-    let (status, error) = match failure {
-        Failure::Protocol(e) => (e.http_status(), e.to_rpc()),
-        Failure::Tool(e) => (200, e.clone()),
-    };
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_body(status, &crate::protocol::error_response(id, &error), sse)
+    for (name, value) in &reply.headers {
+        headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+    }
+    response
 }
 
 enum ListenPhase {
@@ -394,43 +283,25 @@ enum ListenPhase {
     Done,
 }
 
-/// The listen stream: the acknowledgement first, then `notifications/tasks` with the full
-/// `DetailedTask` (current states, then every change), then — once every accepted task is
-/// terminal — the graceful-close result. Every message carries the subscription id.
+/// The listen stream, framed by the dispatcher's [`ListenFrames`]: the acknowledgement, every
+/// state, then the graceful close once every accepted task is terminal.
 fn listen_stream(
-    id: RequestId,
+    frames: ListenFrames,
     subscription: Subscription,
 ) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
-    let events = stream::unfold((ListenPhase::Ack, subscription, id), |(phase, mut sub, id)| async move {
-        let message = match phase {
+    let event = |message: serde_json::Value| Ok(Event::default().event("message").data(message.to_string()));
+    let events = stream::unfold((ListenPhase::Ack, subscription, frames), move |(phase, mut sub, frames)| async move {
+        match phase {
             ListenPhase::Ack => {
-                let params = AcknowledgedParams {
-                    meta: subscription_meta(&id),
-                    notifications: ListenFilter { task_ids: Some(sub.accepted.clone()), other: Map::new() },
-                };
-                let message = crate::protocol::notification("notifications/subscriptions/acknowledged", params);
-                return Some((
-                    Ok(Event::default().event("message").data(message.to_string())),
-                    (ListenPhase::Updates, sub, id),
-                ));
+                let ack = frames.ack(&sub.accepted);
+                Some((event(ack), (ListenPhase::Updates, sub, frames)))
             }
             ListenPhase::Updates => match sub.next().await {
-                Some(task) => {
-                    let params = TaskNotificationParams { meta: subscription_meta(&id), task };
-                    let message = crate::protocol::notification("notifications/tasks", params);
-                    return Some((
-                        Ok(Event::default().event("message").data(message.to_string())),
-                        (ListenPhase::Updates, sub, id),
-                    ));
-                }
-                None => crate::protocol::response(
-                    &id,
-                    to_value(ListenResult { result_type: ResultType::Complete, meta: subscription_meta(&id) }),
-                ),
+                Some(task) => Some((event(frames.task(task)), (ListenPhase::Updates, sub, frames))),
+                None => Some((event(frames.close()), (ListenPhase::Done, sub, frames))),
             },
-            ListenPhase::Done => return None,
-        };
-        Some((Ok(Event::default().event("message").data(message.to_string())), (ListenPhase::Done, sub, id)))
+            ListenPhase::Done => None,
+        }
     });
     Sse::new(events).keep_alive(KeepAlive::default())
 }
@@ -438,10 +309,6 @@ fn listen_stream(
 async fn post_handler(State(host): State<Host>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     host.handle(parts, body).await
-}
-
-async fn method_not_allowed() -> Response {
-    (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response()
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.

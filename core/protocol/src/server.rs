@@ -1,0 +1,596 @@
+//! The server dispatcher: every decision a tasks server makes about one request, without IO.
+//!
+//! An adapter (the axum host, the Python extension under `mcp`'s `MCPServer`, the TypeScript
+//! server) hands the [`Dispatcher`] what it received and gets back either a [`Reply`] to send
+//! as it is, or a [`Routed`] request naming the one engine operation to perform. After the
+//! operation the adapter builds its reply from the same [`Routed`] ([`Routed::result`],
+//! [`Routed::error`]) and, for `subscriptions/listen`, frames the stream with
+//! [`ListenFrames`]. The adapter decides nothing: the envelope, the protocol version, the header
+//! rules (base64 forms and repeated headers included), per-tool negotiation, routing, the error
+//! table and the message shapes all come from here, so every server answers the same bytes.
+//!
+//! Two entry points fit the two kinds of adapter: [`Dispatcher::handle_http`] takes one whole
+//! Streamable HTTP request (a host that owns the transport), and [`Dispatcher::route`] takes a
+//! request an SDK has already parsed (method, params and headers), as the Python extension
+//! gets it from `mcp`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::error::{ProtocolError, RpcError};
+use crate::headers::{self, StandardHeaders};
+use crate::negotiation::{self, Dispatch, Envelope, SUPPORTED_VERSIONS, TaskMode};
+use crate::request::{self, Incoming, Method};
+use crate::types::{
+    AckResult, AcknowledgedParams, DetailedTask, DiscoverResult, GetTaskResult, InputRequests, InputRequiredResult,
+    InputResponses, ListenFilter, ListenResult, META_SERVER_INFO, RequestId, ResultType, TaskNotificationParams,
+    error_response, notification, response, subscription_meta,
+};
+
+/// How long a sealed MRTR `requestState` stays valid (milliseconds).
+pub const REQUEST_STATE_TTL_MS: u64 = 10 * 60 * 1000;
+
+/// The largest HTTP body a server accepts by default (bytes).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How long a client may cache `server/discover` and `tools/list` answers (milliseconds).
+const LISTING_TTL_MS: u64 = 60_000;
+
+/// One tool as the dispatcher knows it: its task mode and its `tools/list` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolEntry {
+    /// The name clients call.
+    pub name: String,
+    /// Whether its calls become tasks.
+    pub mode: TaskMode,
+    /// Its `tools/list` entry (`name`, `inputSchema`, `description`, ...).
+    pub listing: Value,
+}
+
+/// What the dispatcher needs to know about the server it decides for.
+#[derive(Clone, Debug)]
+pub struct DispatcherConfig {
+    /// `serverInfo.name` advertised by `server/discover`.
+    pub server_name: String,
+    /// `serverInfo.version` advertised by `server/discover`.
+    pub server_version: String,
+    /// The largest accepted HTTP body; a host reads at most this many bytes plus one.
+    pub max_body_bytes: usize,
+    /// The mode of tools the dispatcher has no entry for: `None` refuses them (-32602, a host
+    /// that serves its own tools), `Some(mode)` routes them with that mode (an SDK adapter whose
+    /// SDK owns the tool list).
+    pub default_mode: Option<TaskMode>,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        Self {
+            server_name: "mcp-tasks".to_owned(),
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            default_mode: None,
+        }
+    }
+}
+
+/// The request headers the dispatcher reads, as `(name, value)` pairs in any case. Repeated
+/// names are kept, so a repeated standard header can be refused instead of one copy winning.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Headers<'a>(pub &'a [(&'a str, &'a str)]);
+
+impl<'a> Headers<'a> {
+    /// The value of `name`; a repeated standard header is -32020.
+    fn single(&self, name: &str) -> Result<Option<&'a str>, ProtocolError> {
+        let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v);
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(ProtocolError::HeaderMismatch(format!("{name} header is repeated")));
+        }
+        Ok(first)
+    }
+
+    fn standard(&self) -> Result<StandardHeaders<'a>, ProtocolError> {
+        Ok(StandardHeaders {
+            protocol_version: self.single("mcp-protocol-version")?,
+            method: self.single("mcp-method")?,
+            name: self.single("mcp-name")?,
+        })
+    }
+
+    /// True when the client accepts SSE but not JSON: its replies then go as a one-event stream.
+    fn wants_sse_only(&self) -> bool {
+        self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("accept")).any(|(_, accept)| {
+            accept.contains("text/event-stream") && !accept.contains("application/json") && !accept.contains("*/*")
+        })
+    }
+}
+
+/// One HTTP request as a host received it.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpRequest<'a> {
+    /// The HTTP method (`POST`, `GET`, ...).
+    pub method: &'a str,
+    /// The request headers.
+    pub headers: Headers<'a>,
+    /// The body, or `None` when it was longer than [`DispatcherConfig::max_body_bytes`].
+    pub body: Option<&'a [u8]>,
+}
+
+/// An HTTP reply the adapter sends as it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    /// The HTTP status.
+    pub status: u16,
+    /// The JSON-RPC message, or `None` for an empty body (202 for notifications, 405).
+    pub message: Option<Value>,
+    /// Send the message as a one-event `text/event-stream` instead of `application/json`.
+    pub sse: bool,
+    /// Extra headers (`Allow` on a 405).
+    pub headers: Vec<(&'static str, &'static str)>,
+}
+
+impl Reply {
+    fn empty(status: u16) -> Self {
+        Self { status, message: None, sse: false, headers: Vec::new() }
+    }
+
+    /// The body as bytes (empty for an empty body), in the chosen framing.
+    pub fn body(&self) -> Vec<u8> {
+        match &self.message {
+            None => Vec::new(),
+            Some(message) if self.sse => sse_event(message).into_bytes(),
+            Some(message) => message.to_string().into_bytes(),
+        }
+    }
+
+    /// The `Content-Type` of [`Reply::body`], if it has one.
+    pub fn content_type(&self) -> Option<&'static str> {
+        match (&self.message, self.sse) {
+            (None, _) => None,
+            (Some(_), true) => Some("text/event-stream"),
+            (Some(_), false) => Some("application/json"),
+        }
+    }
+}
+
+/// One SSE event carrying `message` (the framing of every stream a server sends).
+pub fn sse_event(message: &Value) -> String {
+    format!("event: message\ndata: {message}\n\n")
+}
+
+/// What the dispatcher decided about an HTTP request.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // built once per request and consumed at once
+pub enum Decision {
+    /// Send this reply; nothing else happens.
+    Reply(Reply),
+    /// Perform [`Routed::route`] for [`Routed::principal`], then reply through the [`Routed`].
+    Route(Routed),
+}
+
+/// A request routed to one engine operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Routed {
+    /// The JSON-RPC request id.
+    pub id: RequestId,
+    /// The caller the operation runs for.
+    pub principal: String,
+    /// What to do.
+    pub route: Route,
+    /// Reply as a one-event SSE stream.
+    pub sse: bool,
+}
+
+impl Routed {
+    /// The reply carrying `result` (a full result object: use the builders of this module).
+    pub fn result(&self, result: Value) -> Reply {
+        Reply { status: 200, message: Some(response(&self.id, result)), sse: self.sse, headers: Vec::new() }
+    }
+
+    /// The reply carrying a protocol error, with its status from the error table.
+    pub fn error(&self, error: &ProtocolError) -> Reply {
+        error_reply(Some(&self.id), error, self.sse)
+    }
+
+    /// The reply carrying an error a tool raised while running synchronously.
+    pub fn tool_error(&self, error: &RpcError) -> Reply {
+        Reply { status: 200, message: Some(error_response(Some(&self.id), error)), sse: self.sse, headers: Vec::new() }
+    }
+
+    /// The framer of this request's listen stream.
+    pub fn listen_frames(&self) -> ListenFrames {
+        ListenFrames { id: self.id.clone() }
+    }
+}
+
+/// The engine operation a request needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Route {
+    /// `tools/call`: run the MRTR phase, then the tool as [`ToolCallRoute::dispatch`] says.
+    CallTool(ToolCallRoute),
+    /// `tasks/get`: answer [`get_result`] with the task.
+    GetTask {
+        /// The task.
+        task_id: String,
+    },
+    /// `tasks/update`: deliver the answers, then answer [`ack_result`].
+    UpdateTask {
+        /// The task.
+        task_id: String,
+        /// The answers (each an object).
+        input_responses: InputResponses,
+    },
+    /// `tasks/cancel`: cancel, then answer [`ack_result`].
+    CancelTask {
+        /// The task.
+        task_id: String,
+    },
+    /// `subscriptions/listen`: subscribe, then stream with [`ListenFrames`].
+    Listen {
+        /// `notifications.taskIds`, or `None` when the filter names no tasks (the listen then
+        /// belongs to the SDK, or gets an acknowledgement and an immediate close from a host
+        /// that serves no other events).
+        task_ids: Option<Vec<String>>,
+        /// The rest of the filter, untouched.
+        other: Map<String, Value>,
+    },
+}
+
+/// A routed `tools/call`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallRoute {
+    /// The tool's name.
+    pub name: String,
+    /// Synchronous, or a task.
+    pub dispatch: Dispatch,
+    /// The arguments object.
+    pub arguments: Map<String, Value>,
+    /// MRTR answers of this round.
+    pub input_responses: Option<InputResponses>,
+    /// The sealed MRTR state of the previous round, still to be opened.
+    pub request_state: Option<String>,
+    /// The request's `_meta` envelope.
+    pub envelope: Envelope,
+}
+
+/// Decides every request of one server.
+#[derive(Clone, Debug)]
+pub struct Dispatcher {
+    config: DispatcherConfig,
+    tools: BTreeMap<String, ToolEntry>,
+    /// `tools/list` order: registration order.
+    order: Vec<String>,
+}
+
+impl Dispatcher {
+    /// A dispatcher with no tools.
+    pub fn new(config: DispatcherConfig) -> Self {
+        Self { config, tools: BTreeMap::new(), order: Vec::new() }
+    }
+
+    /// Adds or replaces a tool.
+    pub fn add_tool(&mut self, tool: ToolEntry) {
+        if !self.tools.contains_key(&tool.name) {
+            self.order.push(tool.name.clone());
+        }
+        self.tools.insert(tool.name.clone(), tool);
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DispatcherConfig {
+        &self.config
+    }
+
+    /// The task mode of `tool`: its own, else the default; `None` when the tool is unknown and
+    /// there is no default.
+    pub fn tool_mode(&self, tool: &str) -> Option<TaskMode> {
+        self.tools.get(tool).map(|t| t.mode).or(self.config.default_mode)
+    }
+
+    /// Decides one Streamable HTTP request. `principal` is the caller the host's auth derived
+    /// from the request; `None` answers 401 (after the body was found to be a request, so
+    /// malformed bodies get their own error first).
+    pub fn handle_http(&self, request: &HttpRequest<'_>, principal: Option<&str>) -> Decision {
+        if !request.method.eq_ignore_ascii_case("POST") {
+            // This revision has no sessions: GET (a standalone stream) and DELETE are refused.
+            let mut reply = Reply::empty(405);
+            reply.headers.push(("allow", "POST"));
+            return Decision::Reply(reply);
+        }
+        let sse = request.headers.wants_sse_only();
+        let Some(body) = request.body else {
+            let error = ProtocolError::BodyTooLarge { limit: self.config.max_body_bytes };
+            return Decision::Reply(error_reply(None, &error, sse));
+        };
+        let (id, method, params) = match request::decode(body) {
+            Ok(Incoming::Request { id, method, params }) => (id, method, params),
+            // Notifications and responses get no JSON-RPC answer.
+            Ok(Incoming::Notification { .. } | Incoming::Response) => return Decision::Reply(Reply::empty(202)),
+            Err(e) => return Decision::Reply(error_reply(e.id.as_ref(), &e.error, sse)),
+        };
+        let Some(principal) = principal else {
+            let mut reply = error_reply(Some(&id), &ProtocolError::InvalidRequest("unauthorized".into()), false);
+            reply.status = 401;
+            return Decision::Reply(reply);
+        };
+        let routed = match self.route(&method, params.as_ref(), request.headers) {
+            Ok(Routing::Route(route)) => route,
+            Ok(Routing::Answer(result)) => {
+                return Decision::Reply(Reply {
+                    status: 200,
+                    message: Some(response(&id, result)),
+                    sse,
+                    headers: Vec::new(),
+                });
+            }
+            Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
+        };
+        Decision::Route(Routed { id, principal: principal.to_owned(), route: routed, sse })
+    }
+
+    /// Decides a request whose JSON-RPC framing is already parsed: the method, its params
+    /// (with `_meta`) and the HTTP headers it came with. Answers what needs no engine
+    /// (`server/discover`, `tools/list`) at once, routes the rest, or refuses with the error
+    /// the table gives.
+    pub fn route(&self, method: &str, params: Option<&Value>, headers: Headers<'_>) -> Result<Routing, ProtocolError> {
+        let parsed = Method::parse(method).ok_or_else(|| ProtocolError::MethodNotFound(method.to_owned()))?;
+        let envelope = negotiation::parse_envelope(params)?;
+        headers::validate(method, params, &envelope.protocol_version, headers.standard()?)?;
+        let route = match parsed {
+            Method::Discover => return Ok(Routing::Answer(self.discover())),
+            Method::ToolsList => return Ok(Routing::Answer(self.tools_list())),
+            Method::ToolsCall => Route::CallTool(self.route_tool_call(params, envelope)?),
+            Method::TasksGet => {
+                envelope.require_tasks(method)?;
+                Route::GetTask { task_id: request::task_id_params(params, method)?.task_id }
+            }
+            Method::TasksUpdate => {
+                envelope.require_tasks(method)?;
+                let p = request::update_params(params)?;
+                Route::UpdateTask { task_id: p.task_id, input_responses: p.input_responses }
+            }
+            Method::TasksCancel => {
+                envelope.require_tasks(method)?;
+                Route::CancelTask { task_id: request::task_id_params(params, method)?.task_id }
+            }
+            Method::SubscriptionsListen => {
+                let filter = request::listen_params(params)?.notifications;
+                if filter.task_ids.is_some() {
+                    envelope.require_tasks("subscriptions/listen with taskIds")?;
+                }
+                Route::Listen { task_ids: filter.task_ids, other: filter.other }
+            }
+        };
+        Ok(Routing::Route(route))
+    }
+
+    fn route_tool_call(&self, params: Option<&Value>, envelope: Envelope) -> Result<ToolCallRoute, ProtocolError> {
+        let params = request::call_tool_params(params)?;
+        let mode = self
+            .tool_mode(&params.name)
+            .ok_or_else(|| ProtocolError::InvalidParams(format!("Unknown tool: {}", params.name)))?;
+        let dispatch = negotiation::decide(mode, envelope.declares_tasks())?;
+        Ok(ToolCallRoute {
+            name: params.name,
+            dispatch,
+            arguments: params.arguments,
+            input_responses: params.input_responses,
+            request_state: params.request_state,
+            envelope,
+        })
+    }
+
+    fn discover(&self) -> Value {
+        let mut meta = Map::new();
+        meta.insert(
+            META_SERVER_INFO.to_owned(),
+            json!({ "name": self.config.server_name, "version": self.config.server_version }),
+        );
+        to_value(DiscoverResult {
+            result_type: ResultType::Complete,
+            supported_versions: SUPPORTED_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
+            capabilities: negotiation::server_capabilities(),
+            ttl_ms: LISTING_TTL_MS,
+            cache_scope: "public".to_owned(),
+            instructions: None,
+            meta: Some(meta),
+        })
+    }
+
+    fn tools_list(&self) -> Value {
+        let tools: Vec<&Value> = self.order.iter().map(|name| &self.tools[name].listing).collect();
+        json!({
+            "resultType": "complete",
+            "tools": tools,
+            // The tool set is fixed for the server's life and the same for every caller.
+            "ttlMs": LISTING_TTL_MS,
+            "cacheScope": "public",
+        })
+    }
+}
+
+/// The outcome of [`Dispatcher::route`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Routing {
+    /// The full result to answer with; no engine operation is needed.
+    Answer(Value),
+    /// The engine operation to perform.
+    Route(Route),
+}
+
+/// The reply carrying `error`, with the HTTP status of its row in the error table.
+pub fn error_reply(id: Option<&RequestId>, error: &ProtocolError, sse: bool) -> Reply {
+    Reply { status: error.http_status(), message: Some(error_response(id, &error.to_rpc())), sse, headers: Vec::new() }
+}
+
+/// The `tasks/get` result carrying `task`.
+pub fn get_result(task: DetailedTask) -> Value {
+    to_value(GetTaskResult { result_type: ResultType::Complete, task })
+}
+
+/// The acknowledgement `tasks/update` and `tasks/cancel` answer with.
+pub fn ack_result() -> Value {
+    to_value(AckResult::new())
+}
+
+/// The MRTR `input_required` result of a `tools/call` round (no task exists yet).
+pub fn input_required_result(input_requests: InputRequests, sealed_state: Option<String>) -> Value {
+    to_value(InputRequiredResult {
+        result_type: ResultType::InputRequired,
+        input_requests: Some(input_requests),
+        request_state: sealed_state,
+    })
+}
+
+/// The messages of one `subscriptions/listen` stream, each stamped with the subscription id
+/// (the listen request's id): the acknowledgement first (only the ids the caller may see),
+/// then `notifications/tasks` with the full `DetailedTask` on every change, then, once every
+/// accepted task is terminal, the graceful-close result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListenFrames {
+    id: RequestId,
+}
+
+impl ListenFrames {
+    /// Frames for the listen request `id` (for adapters that did not route through a [`Routed`]).
+    pub fn new(id: RequestId) -> Self {
+        Self { id }
+    }
+
+    /// `notifications/subscriptions/acknowledged` naming the accepted task ids.
+    pub fn ack(&self, accepted: &[String]) -> Value {
+        let params = AcknowledgedParams {
+            meta: subscription_meta(&self.id),
+            notifications: ListenFilter { task_ids: Some(accepted.to_vec()), other: Map::new() },
+        };
+        notification("notifications/subscriptions/acknowledged", params)
+    }
+
+    /// `notifications/tasks` carrying one task's current state.
+    pub fn task(&self, task: DetailedTask) -> Value {
+        notification("notifications/tasks", TaskNotificationParams { meta: subscription_meta(&self.id), task })
+    }
+
+    /// The listen request's own result, which ends the stream gracefully.
+    pub fn close(&self) -> Value {
+        response(&self.id, self.close_result())
+    }
+
+    /// The result object of [`ListenFrames::close`] (for SDKs that wrap results themselves).
+    pub fn close_result(&self) -> Value {
+        to_value(ListenResult { result_type: ResultType::Complete, meta: subscription_meta(&self.id) })
+    }
+}
+
+fn to_value(value: impl Serialize) -> Value {
+    serde_json::to_value(value).expect("protocol types serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+    fn dispatcher() -> Dispatcher {
+        let mut d = Dispatcher::new(DispatcherConfig::default());
+        for (name, mode) in [("sync", TaskMode::Forbidden), ("maybe", TaskMode::Optional), ("task", TaskMode::Required)]
+        {
+            d.add_tool(ToolEntry { name: name.into(), mode, listing: json!({"name": name, "inputSchema": {}}) });
+        }
+        d
+    }
+
+    fn body(method: &str, mut params: Value, declare: bool) -> Vec<u8> {
+        let caps = if declare { json!({"extensions": {crate::EXTENSION_ID: {}}}) } else { json!({}) };
+        params["_meta"] = json!({META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: caps});
+        json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string().into_bytes()
+    }
+
+    fn post<'a>(headers: &'a [(&'a str, &'a str)], body: &'a [u8]) -> HttpRequest<'a> {
+        HttpRequest { method: "POST", headers: Headers(headers), body: Some(body) }
+    }
+
+    fn reply(decision: Decision) -> Reply {
+        match decision {
+            Decision::Reply(reply) => reply,
+            Decision::Route(routed) => panic!("expected a reply, got {routed:?}"),
+        }
+    }
+
+    #[test]
+    fn routes_tasks_methods_after_every_check() {
+        let d = dispatcher();
+        let b = body("tasks/get", json!({"taskId": "t1"}), true);
+        let h = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tasks/get"), ("Mcp-Name", "t1")];
+        match d.handle_http(&post(&h, &b), Some("alice")) {
+            Decision::Route(r) => {
+                assert_eq!(r.route, Route::GetTask { task_id: "t1".into() });
+                assert_eq!(r.principal, "alice");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same request without the declaration, with a repeated Mcp-Name, without auth.
+        let plain = body("tasks/get", json!({"taskId": "t1"}), false);
+        assert_eq!(reply(d.handle_http(&post(&h, &plain), Some("a"))).message.unwrap()["error"]["code"], -32021);
+        let twice = [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tasks/get"),
+            ("Mcp-Name", "t1"),
+            ("mcp-name", "t2"),
+        ];
+        let r = reply(d.handle_http(&post(&twice, &b), Some("a")));
+        assert_eq!((r.status, r.message.unwrap()["error"]["code"].clone()), (400, json!(-32020)));
+        assert_eq!(reply(d.handle_http(&post(&h, &b), None)).status, 401);
+    }
+
+    #[test]
+    fn negotiates_tool_calls() {
+        let d = dispatcher();
+        let headers = |name: &'static str| {
+            [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", name)]
+        };
+        let route = |name: &'static str, declare: bool| {
+            let h = headers(name);
+            let b = body("tools/call", json!({"name": name}), declare);
+            match d.handle_http(&post(&h, &b), Some("a")) {
+                Decision::Route(Routed { route: Route::CallTool(call), .. }) => Ok(call.dispatch),
+                Decision::Reply(r) => Err(r.message.unwrap()["error"]["code"].as_i64().unwrap()),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(route("sync", true), Ok(Dispatch::Sync));
+        assert_eq!(route("maybe", true), Ok(Dispatch::Task));
+        assert_eq!(route("maybe", false), Ok(Dispatch::Sync));
+        assert_eq!(route("task", false), Err(-32021));
+        assert_eq!(route("nope", true), Err(-32602));
+    }
+
+    #[test]
+    fn answers_without_the_engine() {
+        let d = dispatcher();
+        let h = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")];
+        let r = reply(d.handle_http(&post(&h, &body("tools/list", json!({}), false)), Some("a")));
+        assert_eq!(r.message.unwrap()["result"]["tools"][2]["name"], "task");
+        let get = HttpRequest { method: "GET", headers: Headers(&[]), body: Some(b"") };
+        assert_eq!(reply(d.handle_http(&get, Some("a"))).headers, vec![("allow", "POST")]);
+        let big = HttpRequest { method: "POST", headers: Headers(&[]), body: None };
+        assert_eq!(reply(d.handle_http(&big, Some("a"))).status, 413);
+        let note = br#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#;
+        assert_eq!(reply(d.handle_http(&post(&[], note), Some("a"))).status, 202);
+        let sse = [("accept", "text/event-stream")];
+        let r = reply(d.handle_http(&post(&sse, b"{"), Some("a")));
+        assert!(r.sse && r.content_type() == Some("text/event-stream"));
+        assert!(String::from_utf8(r.body()).unwrap().starts_with("event: message\ndata: {"));
+    }
+
+    #[test]
+    fn listen_frames_carry_the_subscription_id() {
+        let frames = ListenFrames::new(json!(9));
+        let ack = frames.ack(&["a".to_owned()]);
+        assert_eq!(ack["params"]["_meta"][crate::META_SUBSCRIPTION_ID], 9);
+        assert_eq!(ack["params"]["notifications"]["taskIds"], json!(["a"]));
+        assert_eq!(frames.close()["result"]["resultType"], "complete");
+    }
+}
