@@ -209,7 +209,7 @@ impl Routed {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Route {
     /// `tools/call`: run the MRTR phase, then the tool as [`ToolCallRoute::dispatch`] says.
-    CallTool(ToolCallRoute),
+    CallTool(Box<ToolCallRoute>),
     /// `tasks/get`: answer [`get_result`] with the task.
     GetTask {
         /// The task.
@@ -341,7 +341,7 @@ impl Dispatcher {
         let route = match parsed {
             Method::Discover => return Ok(Routing::Answer(self.discover())),
             Method::ToolsList => return Ok(Routing::Answer(self.tools_list())),
-            Method::ToolsCall => Route::CallTool(self.route_tool_call(params, envelope)?),
+            Method::ToolsCall => Route::CallTool(Box::new(self.route_tool_call(params, envelope)?)),
             Method::TasksGet => {
                 envelope.require_tasks(method)?;
                 Route::GetTask { task_id: request::task_id_params(params, method)?.task_id }

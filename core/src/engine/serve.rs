@@ -19,7 +19,7 @@ pub enum Served {
     Listen(Subscription),
     /// A `tools/call` whose sizes were admitted: the adapter runs the MRTR phase, then the tool
     /// synchronously or through [`Engine::create_task`], as [`ToolCallRoute::dispatch`] says.
-    CallTool(ToolCallRoute),
+    CallTool(Box<ToolCallRoute>),
 }
 
 impl std::fmt::Debug for Served {

@@ -189,7 +189,7 @@ impl Host {
     }
 
     /// Runs a routed `tools/call`: the MRTR phase first, then a task or a synchronous run.
-    async fn call_tool(&self, principal: &str, route: ToolCallRoute) -> Result<serde_json::Value, Failure> {
+    async fn call_tool(&self, principal: &str, route: Box<ToolCallRoute>) -> Result<serde_json::Value, Failure> {
         let engine = &self.inner.engine;
         let tool = self
             .inner
