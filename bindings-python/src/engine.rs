@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcp_tasks::clock::{ManualClock, SequentialIds};
-use mcp_tasks::engine::{EngineConfig, Subscription, TaskContext, TaskHandle, TaskOptions};
+use mcp_tasks::engine::{EngineConfig, Served, Subscription, TaskContext, TaskHandle, TaskOptions};
+use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
+use mcp_tasks::protocol::server::{Dispatcher, DispatcherConfig, Headers, ListenFrames, Route, Routing, ToolEntry};
 use mcp_tasks::protocol::RpcError;
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
@@ -373,6 +375,20 @@ impl PyTaskContext {
         if let Some(data) = data {
             error = error.with_data(from_py("data", data)?);
         }
+        self.fail_with(py, error)
+    }
+
+    /// Fails with the server-fault error (-32603) describing an exception the tool raised
+    /// outside the protocol; resolves to False if the task was already terminal.
+    fn fail_exception<'py>(&self, py: Python<'py>, exception: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let kind = exception.get_type().name()?.to_string();
+        let error = RpcError::internal(format!("tool {kind}: {}", exception.str()?));
+        self.fail_with(py, error)
+    }
+}
+
+impl PyTaskContext {
+    fn fail_with<'py>(&self, py: Python<'py>, error: RpcError) -> PyResult<Bound<'py, PyAny>> {
         let ctx = self.take();
         crate::awaitable(py, async move {
             match ctx {
@@ -402,5 +418,187 @@ impl PySubscription {
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
         crate::awaitable(py, async move { Ok(inner.lock().await.next().await.map(Pythonized)) })
+    }
+}
+
+/// The server dispatcher over an engine, for the `TasksExtension` under `mcp`'s `MCPServer`:
+/// every protocol decision about a request `mcp` has parsed (envelope, header rules, per-tool
+/// mode, routing, errors, listen framing) is made here, in core, not in Python.
+#[pyclass(name = "Server", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PyServer {
+    dispatcher: parking_lot::RwLock<Dispatcher>,
+    engine: Engine,
+    callbacks: Arc<CancelCallbacks>,
+}
+
+/// `(name, value)` header pairs as mcp's request carries them (repeats kept), or `None` off HTTP.
+type HeaderPairs = Option<Vec<(String, String)>>;
+
+fn parse_mode(mode: &str) -> PyResult<TaskMode> {
+    serde_json::from_value(serde_json::Value::String(mode.to_owned())).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "task mode {mode:?} is not one of \"forbidden\", \"optional\", \"required\""
+        ))
+    })
+}
+
+impl PyServer {
+    fn route(
+        &self,
+        method: &str,
+        params: Option<&Bound<'_, PyAny>>,
+        headers: &HeaderPairs,
+    ) -> PyResult<Routing> {
+        let params = params.filter(|p| !p.is_none()).map(|p| from_py("params", p)).transpose()?;
+        let pairs: Option<Vec<(&str, &str)>> =
+            headers.as_ref().map(|h| h.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect());
+        self.dispatcher.read().route(method, params.as_ref(), pairs.as_deref().map(Headers)).map_err(|e| protocol_error(&e))
+    }
+}
+
+#[pymethods]
+impl PyServer {
+    /// A dispatcher over `engine`; tools without their own mode get `default_mode`.
+    #[new]
+    fn new(engine: PyRef<'_, PyEngine>, default_mode: &str) -> PyResult<Self> {
+        let config = DispatcherConfig { default_mode: Some(parse_mode(default_mode)?), ..DispatcherConfig::default() };
+        Ok(Self {
+            dispatcher: parking_lot::RwLock::new(Dispatcher::new(config)),
+            engine: engine.inner.clone(),
+            callbacks: Arc::clone(&engine.callbacks),
+        })
+    }
+
+    /// Sets how `tool` runs: `"forbidden"`, `"optional"` or `"required"`.
+    fn configure(&self, tool: String, mode: &str) -> PyResult<()> {
+        let mode = parse_mode(mode)?;
+        let listing = serde_json::json!({ "name": tool });
+        self.dispatcher.write().add_tool(ToolEntry { name: tool, mode, listing });
+        Ok(())
+    }
+
+    /// How a `tools/call` runs: `"sync"` or `"task"`; raises the protocol error instead (a
+    /// task-required tool for a non-declaring client, bad headers, arguments over the limit).
+    /// `protocol_version` is the one mcp negotiated for the request: under an earlier revision
+    /// the extension does not exist and the call runs synchronously.
+    #[pyo3(signature = (params, headers, protocol_version))]
+    fn tool_call(&self, params: &Bound<'_, PyAny>, headers: HeaderPairs, protocol_version: &str) -> PyResult<&'static str> {
+        let dispatch = if protocol_version == mcp_tasks::PROTOCOL_VERSION {
+            match self.route("tools/call", Some(params), &headers)? {
+                Routing::Route(Route::CallTool(call)) => {
+                    self.engine.check_arguments(&call.arguments).map_err(|e| protocol_error(&e))?;
+                    call.dispatch
+                }
+                _ => unreachable!("tools/call routes to CallTool"),
+            }
+        } else {
+            let name = params.get_item("name").ok().and_then(|n| n.extract::<String>().ok()).unwrap_or_default();
+            self.dispatcher.read().legacy_tool_call(&name).map_err(|e| protocol_error(&e))?
+        };
+        Ok(match dispatch {
+            Dispatch::Sync => "sync",
+            Dispatch::Task => "task",
+        })
+    }
+
+    /// Serves `tasks/get`, `tasks/update` or `tasks/cancel` for `principal`: resolves to the
+    /// result object, or raises the protocol error.
+    fn handle<'py>(
+        &self,
+        py: Python<'py>,
+        method: &str,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: HeaderPairs,
+        principal: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let route = match self.route(method, params, &headers)? {
+            Routing::Route(route @ (Route::GetTask { .. } | Route::UpdateTask { .. } | Route::CancelTask { .. })) => route,
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "Server.handle serves tasks/get, tasks/update and tasks/cancel, not {method}"
+                )));
+            }
+        };
+        let task_id = match &route {
+            Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. } => {
+                task_id.clone()
+            }
+            _ => unreachable!(),
+        };
+        let engine = self.engine.clone();
+        let callbacks = Arc::clone(&self.callbacks);
+        crate::awaitable(py, async move {
+            let served = engine.serve(&principal, route).await.map_err(|e| protocol_error(&e))?;
+            // A cancel, or a read that notices an expiry, stops the work now, not at the next sweep.
+            callbacks.fire_if_cancelled(&task_id);
+            match served {
+                Served::Result(result) => Ok(Pythonized(result)),
+                other => unreachable!("tasks/* serve a result, not {other:?}"),
+            }
+        })
+    }
+
+    /// Serves `subscriptions/listen`: resolves to a [`PyListen`], or to `None` when the filter
+    /// names no tasks and `sdk_serves_others` (the SDK's own handler serves that listen).
+    #[pyo3(signature = (request_id, params, headers, principal, sdk_serves_others))]
+    fn listen<'py>(
+        &self,
+        py: Python<'py>,
+        request_id: &Bound<'py, PyAny>,
+        params: Option<&Bound<'py, PyAny>>,
+        headers: HeaderPairs,
+        principal: String,
+        sdk_serves_others: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let id = from_py("request id", request_id)?;
+        let route = match self.route("subscriptions/listen", params, &headers)? {
+            Routing::Route(Route::Listen { task_ids: None, .. }) if sdk_serves_others => {
+                return crate::awaitable(py, async { Ok(None::<PyListen>) });
+            }
+            Routing::Route(route @ Route::Listen { .. }) => route,
+            _ => unreachable!("subscriptions/listen routes to Listen"),
+        };
+        let engine = self.engine.clone();
+        crate::awaitable(py, async move {
+            let Served::Listen(subscription) = engine.serve(&principal, route).await.map_err(|e| protocol_error(&e))?
+            else {
+                unreachable!("a listen route serves a subscription")
+            };
+            let frames = ListenFrames::new(id);
+            let ack = frames.ack(&subscription.accepted);
+            Ok(Some(PyListen { frames, ack, inner: Arc::new(tokio::sync::Mutex::new(subscription)) }))
+        })
+    }
+}
+
+/// One `subscriptions/listen` stream, framed by core: send [`PyListen::ack`], then every message
+/// [`PyListen::next`] resolves to, then answer the request with [`PyListen::close_result`].
+#[pyclass(name = "Listen", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PyListen {
+    frames: ListenFrames,
+    ack: serde_json::Value,
+    inner: Arc<tokio::sync::Mutex<Subscription>>,
+}
+
+#[pymethods]
+impl PyListen {
+    /// The acknowledgement notification (a JSON-RPC message dict).
+    #[getter]
+    fn ack(&self) -> Pythonized<serde_json::Value> {
+        Pythonized(self.ack.clone())
+    }
+
+    /// The next `notifications/tasks` message (a dict), or None once every accepted task is
+    /// terminal and reported.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = Arc::clone(&self.inner);
+        let frames = self.frames.clone();
+        crate::awaitable(py, async move { Ok(inner.lock().await.next().await.map(|task| Pythonized(frames.task(task)))) })
+    }
+
+    /// The listen request's result, which ends the stream gracefully.
+    #[getter]
+    fn close_result(&self) -> Pythonized<serde_json::Value> {
+        Pythonized(self.frames.close_result())
     }
 }

@@ -150,6 +150,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyEngine>()?;
     m.add_class::<engine::PyTaskContext>()?;
     m.add_class::<engine::PySubscription>()?;
+    m.add_class::<engine::PyServer>()?;
+    m.add_class::<engine::PyListen>()?;
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyTaskExecution>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

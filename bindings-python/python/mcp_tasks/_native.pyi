@@ -1,9 +1,9 @@
 """Type stubs of the private native module (checked against the built module by mypy stubtest)."""
 
-from collections.abc import Awaitable, Callable, Generator
-from typing import Any, final
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from typing import Any, Literal, final
 
-__all__ = ["Client", "EXTENSION_ID", "Engine", "PROTOCOL_VERSION", "Ready", "Subscription", "TaskContext", "TaskExecution", "__version__"]
+__all__ = ["Client", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -52,6 +52,38 @@ class TaskContext:
     def request_input(self, requests: dict[str, Any]) -> Awaitable[dict[str, Any]]: ...
     def complete(self, result: dict[str, Any]) -> Awaitable[bool]: ...
     def fail(self, code: int, message: str, data: Any = None) -> Awaitable[bool]: ...
+    def fail_exception(self, exception: BaseException) -> Awaitable[bool]: ...
+
+@final
+class Server:
+    """The core server dispatcher over an engine: every protocol decision about a request mcp parsed."""
+
+    def __new__(cls, engine: Engine, default_mode: str) -> Server: ...
+    def configure(self, tool: str, mode: str) -> None: ...
+    def tool_call(
+        self, params: Mapping[str, Any], headers: list[tuple[str, str]] | None, protocol_version: str
+    ) -> Literal["sync", "task"]: ...
+    def handle(
+        self, method: str, params: Mapping[str, Any] | None, headers: list[tuple[str, str]] | None, principal: str
+    ) -> Awaitable[dict[str, Any]]: ...
+    def listen(
+        self,
+        request_id: str | int,
+        params: Mapping[str, Any] | None,
+        headers: list[tuple[str, str]] | None,
+        principal: str,
+        sdk_serves_others: bool,
+    ) -> Awaitable[Listen | None]: ...
+
+@final
+class Listen:
+    """One subscriptions/listen stream framed by core."""
+
+    @property
+    def ack(self) -> dict[str, Any]: ...
+    def next(self) -> Awaitable[dict[str, Any] | None]: ...
+    @property
+    def close_result(self) -> dict[str, Any]: ...
 
 @final
 class Subscription:

@@ -11,7 +11,6 @@ per-tool mode, creates each task durably through the Rust engine *before* answer
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -20,10 +19,9 @@ from typing import Any, Literal
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
-from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, RequestParams, SubscriptionsListenRequestParams
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from . import _native
 from .errors import McpTaskError
@@ -52,25 +50,17 @@ class TaskConfig:
     prepare: Prepare | None = None
 
 
-class TaskIdParams(RequestParams):
-    """``tasks/get`` and ``tasks/cancel`` params."""
+class _AnyParams(RequestParams):
+    """Accepts any ``tasks/*`` params: the core dispatcher checks them (from ``ctx.params``), so
+    a malformed request gets the same error from this server as from the Rust host."""
 
-    task_id: str
-
-
-class UpdateTaskParams(RequestParams):
-    """``tasks/update`` params."""
-
-    task_id: str
-    # Each response is an object (an ElicitResult, CreateMessageResult, ...): SEP-2663 InputResponses.
-    input_responses: dict[str, dict[str, Any]]
+    model_config = ConfigDict(extra="allow")
 
 
-def _decode_header(value: str) -> str:
-    value = value.strip(" \t")
-    if value.startswith("=?base64?") and value.endswith("?="):
-        return base64.b64decode(value[len("=?base64?") : -2]).decode()
-    return value
+def _headers(ctx: ServerRequestContext[Any, Any]) -> list[tuple[str, str]] | None:
+    """The request's HTTP headers as pairs (repeats kept), or None off HTTP (stdio)."""
+    headers = getattr(ctx.request, "headers", None)
+    return None if headers is None else list(headers.items())
 
 
 def _to_wire(result: Any) -> dict[str, Any]:
@@ -82,6 +72,7 @@ def _to_wire(result: Any) -> dict[str, Any]:
 
 
 def _rpc_error(error: McpTaskError) -> MCPError:
+    # Conversion only: code, message and data come from core.
     return MCPError(error.code, error.message, error.data)
 
 
@@ -189,6 +180,9 @@ class TasksExtension(Extension):
         self._engine = engine or _native.Engine(
             store, default_ttl_ms=default_ttl_ms, default_poll_interval_ms=default_poll_interval_ms
         )
+        # Every protocol decision (envelope, headers, mode, routing, errors, listen frames) is the
+        # core dispatcher's; this class adapts it to mcp.
+        self._server = _native.Server(self._engine, default_mode)
         self._tools: dict[str, TaskConfig] = {}
         for name, config in (tools or {}).items():
             self.configure(name, config)
@@ -203,7 +197,9 @@ class TasksExtension(Extension):
 
     def configure(self, tool: str, config: TaskConfig | Mode) -> None:
         """Sets how ``tool`` runs as a task."""
-        self._tools[tool] = TaskConfig(mode=config) if isinstance(config, str) else config
+        config = TaskConfig(mode=config) if isinstance(config, str) else config
+        self._server.configure(tool, config.mode)
+        self._tools[tool] = config
 
     def task(
         self,
@@ -227,57 +223,18 @@ class TasksExtension(Extension):
 
     def methods(self) -> list[MethodBinding]:
         return [
-            MethodBinding("tasks/get", TaskIdParams, self._get),
-            MethodBinding("tasks/update", UpdateTaskParams, self._update),
-            MethodBinding("tasks/cancel", TaskIdParams, self._cancel),
+            MethodBinding("tasks/get", _AnyParams, self._tasks_method),
+            MethodBinding("tasks/update", _AnyParams, self._tasks_method),
+            MethodBinding("tasks/cancel", _AnyParams, self._tasks_method),
         ]
 
     # -- tasks/* ------------------------------------------------------------------------------
 
-    def _declared(self, ctx: ServerRequestContext[Any, Any]) -> bool:
-        capabilities = ctx.session.client_capabilities
-        extensions = capabilities.extensions if capabilities else None
-        return bool(extensions) and EXTENSION_ID in extensions  # type: ignore[operator]
-
-    def _require(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        # mcp's own check: -32021 with data.requiredCapabilities naming the extension.
-        require_client_extension(ctx, EXTENSION_ID)
-
-    def _check_name(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
-        # mcp checks Mcp-Name only for core methods; SEP-2663 adds tasks/* (Mcp-Name = taskId).
-        headers = getattr(ctx.request, "headers", None)
-        if headers is None:
-            return
-        name = headers.get("mcp-name")
-        if name is None or _decode_header(name) != task_id:
-            raise MCPError(-32020, f"Mcp-Name header {name!r} differs from params.taskId {task_id!r}")
-
-    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx)
-        self._check_name(ctx, params.task_id)
+    async def _tasks_method(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> dict[str, Any]:
         try:
-            task = await self._engine.get(self._principal(ctx), params.task_id)
+            return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal(ctx))
         except McpTaskError as e:
             raise _rpc_error(e) from e
-        return {"resultType": "complete", **task}
-
-    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
-        self._require(ctx)
-        self._check_name(ctx, params.task_id)
-        try:
-            await self._engine.update(self._principal(ctx), params.task_id, params.input_responses)
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
-        return {"resultType": "complete"}
-
-    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx)
-        self._check_name(ctx, params.task_id)
-        try:
-            await self._engine.cancel(self._principal(ctx), params.task_id)
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
-        return {"resultType": "complete"}
 
     # -- subscriptions/listen -------------------------------------------------------------------
 
@@ -294,34 +251,27 @@ class TasksExtension(Extension):
         inner = entry.handler if entry is not None else None
 
         async def listen(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
-            raw = (ctx.params or {}).get("notifications")
-            task_ids = raw.get("taskIds") if isinstance(raw, Mapping) else None
-            if task_ids is None:
-                if inner is None:
-                    raise MCPError(-32601, "subscriptions/listen is not served")
-                return await inner(ctx, params)
-            self._require(ctx)
-            if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
-                raise MCPError(-32602, "notifications.taskIds must be a list of strings")
-            return await self._listen_tasks(ctx, task_ids)
+            try:
+                stream = await self._server.listen(
+                    ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), inner is not None
+                )
+            except McpTaskError as e:
+                raise _rpc_error(e) from e
+            if stream is None:  # no taskIds: mcp's own handler serves this listen
+                return await inner(ctx, params)  # type: ignore[misc]
+            return await self._stream(ctx, stream)
 
         params_type = entry.params_type if entry is not None else SubscriptionsListenRequestParams
         lowlevel.add_request_handler("subscriptions/listen", params_type, listen)
 
-    async def _listen_tasks(self, ctx: ServerRequestContext[Any, Any], task_ids: list[str]) -> dict[str, Any]:
-        # The ack first (only ids this caller may see), then the full DetailedTask on every change,
-        # every frame stamped with the listen request's id; the stream ends gracefully once every
-        # accepted task is terminal.
-        meta = {"io.modelcontextprotocol/subscriptionId": ctx.request_id}
-        subscription = await self._engine.subscribe(self._principal(ctx), task_ids)
+    async def _stream(self, ctx: ServerRequestContext[Any, Any], stream: _native.Listen) -> dict[str, Any]:
+        # Core frames every message (ack, notifications/tasks, the closing result); this only sends.
         outbound = ctx.session._request_outbound  # type: ignore[attr-defined]
-        await outbound.notify(
-            "notifications/subscriptions/acknowledged",
-            {"_meta": meta, "notifications": {"taskIds": subscription.accepted}},
-        )
-        while (state := await subscription.next()) is not None:
-            await outbound.notify("notifications/tasks", {"_meta": meta, **state})
-        return {"resultType": "complete", "_meta": meta}
+        message = stream.ack
+        while message is not None:
+            await outbound.notify(message["method"], message["params"])
+            message = await stream.next()
+        return stream.close_result
 
     # -- tools/call ----------------------------------------------------------------------------
 
@@ -331,12 +281,13 @@ class TasksExtension(Extension):
         ctx: ServerRequestContext[Any, Any],
         call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
     ) -> Any:
-        config = self._tools.get(params.name, self._default)
-        declared = self._declared(ctx)
-        if config.mode == "forbidden" or (config.mode == "optional" and not declared):
+        try:
+            dispatch = self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version)
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
+        if dispatch == "sync":
             return await call_next(ctx)
-        if config.mode == "required" and not declared:
-            self._require(ctx)
+        config = self._tools.get(params.name, self._default)
         if config.prepare is not None:
             answer = await config.prepare(params, ctx)
             if answer is not None:
@@ -349,7 +300,6 @@ class TasksExtension(Extension):
                 ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
                 unlimited_ttl=ttl is None,
                 poll_interval_ms=config.poll_interval_ms,
-                arguments=params.arguments,
             )
         except McpTaskError as e:
             raise _rpc_error(e) from e
@@ -381,7 +331,7 @@ class TasksExtension(Extension):
         except MCPError as e:
             await task.fail(e.error.code, e.error.message, e.error.data)
             return
-        except Exception as e:  # the work failed outside the protocol: a server fault
-            await task.fail(-32603, f"tool {type(e).__name__}: {e}")
+        except Exception as e:  # the work failed outside the protocol: core makes it a server fault
+            await task.fail_exception(e)
             return
         await task.complete(result)

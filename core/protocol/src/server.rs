@@ -315,7 +315,7 @@ impl Dispatcher {
             reply.status = 401;
             return Decision::Reply(reply);
         };
-        let routed = match self.route(&method, params.as_ref(), request.headers) {
+        let routed = match self.route(&method, params.as_ref(), Some(request.headers)) {
             Ok(Routing::Route(route)) => route,
             Ok(Routing::Answer(result)) => {
                 return Decision::Reply(Reply {
@@ -334,10 +334,20 @@ impl Dispatcher {
     /// (with `_meta`) and the HTTP headers it came with. Answers what needs no engine
     /// (`server/discover`, `tools/list`) at once, routes the rest, or refuses with the error
     /// the table gives.
-    pub fn route(&self, method: &str, params: Option<&Value>, headers: Headers<'_>) -> Result<Routing, ProtocolError> {
+    ///
+    /// `headers` is `None` on a transport without HTTP headers (stdio), where the
+    /// Streamable HTTP header rules do not apply.
+    pub fn route(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        headers: Option<Headers<'_>>,
+    ) -> Result<Routing, ProtocolError> {
         let parsed = Method::parse(method).ok_or_else(|| ProtocolError::MethodNotFound(method.to_owned()))?;
         let envelope = negotiation::parse_envelope(params)?;
-        headers::validate(method, params, &envelope.protocol_version, headers.standard()?)?;
+        if let Some(headers) = headers {
+            headers::validate(method, params, &envelope.protocol_version, headers.standard()?)?;
+        }
         let route = match parsed {
             Method::Discover => return Ok(Routing::Answer(self.discover())),
             Method::ToolsList => return Ok(Routing::Answer(self.tools_list())),
@@ -364,6 +374,14 @@ impl Dispatcher {
             }
         };
         Ok(Routing::Route(route))
+    }
+
+    /// Decides a `tools/call` that an SDK received under an earlier protocol revision (one
+    /// without the per-request `_meta` envelope). The extension is undefined there (SEP-2663,
+    /// "Backward Compatibility"), so the call runs synchronously, and a task-required tool is
+    /// refused with -32021.
+    pub fn legacy_tool_call(&self, tool: &str) -> Result<Dispatch, ProtocolError> {
+        negotiation::decide(self.tool_mode(tool).unwrap_or_default(), false)
     }
 
     fn route_tool_call(&self, params: Option<&Value>, envelope: Envelope) -> Result<ToolCallRoute, ProtocolError> {
