@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use mcp_tasks::clock::{ManualClock, SequentialIds};
 use mcp_tasks::engine::{EngineConfig, Served, Subscription, TaskContext, TaskHandle, TaskOptions};
+use mcp_tasks::protocol::RpcError;
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
 use mcp_tasks::protocol::server::{Dispatcher, DispatcherConfig, Headers, ListenFrames, Route, Routing, ToolEntry};
-use mcp_tasks::protocol::RpcError;
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
 
@@ -443,16 +443,14 @@ fn parse_mode(mode: &str) -> PyResult<TaskMode> {
 }
 
 impl PyServer {
-    fn route(
-        &self,
-        method: &str,
-        params: Option<&Bound<'_, PyAny>>,
-        headers: &HeaderPairs,
-    ) -> PyResult<Routing> {
+    fn route(&self, method: &str, params: Option<&Bound<'_, PyAny>>, headers: &HeaderPairs) -> PyResult<Routing> {
         let params = params.filter(|p| !p.is_none()).map(|p| from_py("params", p)).transpose()?;
         let pairs: Option<Vec<(&str, &str)>> =
             headers.as_ref().map(|h| h.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect());
-        self.dispatcher.read().route(method, params.as_ref(), pairs.as_deref().map(Headers)).map_err(|e| protocol_error(&e))
+        self.dispatcher
+            .read()
+            .route(method, params.as_ref(), pairs.as_deref().map(Headers))
+            .map_err(|e| protocol_error(&e))
     }
 }
 
@@ -482,7 +480,12 @@ impl PyServer {
     /// `protocol_version` is the one mcp negotiated for the request: under an earlier revision
     /// the extension does not exist and the call runs synchronously.
     #[pyo3(signature = (params, headers, protocol_version))]
-    fn tool_call(&self, params: &Bound<'_, PyAny>, headers: HeaderPairs, protocol_version: &str) -> PyResult<&'static str> {
+    fn tool_call(
+        &self,
+        params: &Bound<'_, PyAny>,
+        headers: HeaderPairs,
+        protocol_version: &str,
+    ) -> PyResult<&'static str> {
         let dispatch = if protocol_version == mcp_tasks::PROTOCOL_VERSION {
             match self.route("tools/call", Some(params), &headers)? {
                 Routing::Route(Route::CallTool(call)) => {
@@ -512,7 +515,9 @@ impl PyServer {
         principal: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let route = match self.route(method, params, &headers)? {
-            Routing::Route(route @ (Route::GetTask { .. } | Route::UpdateTask { .. } | Route::CancelTask { .. })) => route,
+            Routing::Route(route @ (Route::GetTask { .. } | Route::UpdateTask { .. } | Route::CancelTask { .. })) => {
+                route
+            }
             _ => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "Server.handle serves tasks/get, tasks/update and tasks/cancel, not {method}"
@@ -593,7 +598,10 @@ impl PyListen {
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
         let frames = self.frames.clone();
-        crate::awaitable(py, async move { Ok(inner.lock().await.next().await.map(|task| Pythonized(frames.task(task)))) })
+        crate::awaitable(
+            py,
+            async move { Ok(inner.lock().await.next().await.map(|task| Pythonized(frames.task(task)))) },
+        )
     }
 
     /// The listen request's result, which ends the stream gracefully.
