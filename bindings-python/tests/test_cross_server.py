@@ -120,7 +120,11 @@ def _run_all(url: str) -> dict[str, tuple[int, Any, Any]]:
         for case in CASES:
             headers = [(n, v.replace("$TASK", subst["$TASK"]).replace("$FOREIGN", subst["$FOREIGN"]))
                        for n, v in case["headers"]]
-            out[case["name"]] = _outcome(_post(client, url, _body(case, subst), headers))
+            status, code, message = _outcome(_post(client, url, _body(case, subst), headers))
+            if isinstance(message, str):  # each server made its own ids: compare the placeholders
+                for placeholder, value in subst.items():
+                    message = message.replace(value, placeholder)
+            out[case["name"]] = (status, code, message)
     return out
 
 
@@ -147,4 +151,4 @@ def test_both_servers_answer_alike(servers: dict[str, str]) -> None:
         Path(report).write_text(json.dumps({"rust": rust, "python": python}, indent=1, ensure_ascii=False))
     assert not unexpected, "servers answer differently:\n" + "\n".join(unexpected)
     assert not stale, f"listed in differences.json but now answered alike: {stale}"
-    assert len(same) >= 45 - len(DIFFERENCES)
+    assert len(same) >= 45, f"only {len(same)} of {len(CASES)} cases answered alike"

@@ -276,7 +276,7 @@ def build_server(engine: _native.Engine, scripts: Scripts) -> MCPServer:
         principal=bearer_principal,
     )
     server = MCPServer("mcp-tasks-test", extensions=[tasks])
-    tasks.serve_listen(server)
+    tasks.install(server)
 
     async def scripted(tool: str, x: int | None, n: int | None) -> CallToolResult:
         if current_task() is None:

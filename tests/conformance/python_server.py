@@ -7,6 +7,7 @@ until killed; STORE defaults to ``memory://``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sys
 from typing import Any
 
@@ -47,9 +48,19 @@ async def ask_user_name(params: Any, ctx: Any) -> Any:
     )
 
 
+def authorization_principal(ctx: Any) -> str:
+    """The Rust fixture host's principal (its default): a hash of the Authorization header, so a
+    task created with one header is another caller's task for a request with another. A test
+    fixture without real auth; a deployment uses mcp's auth (the extension's default)."""
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get("authorization") if headers is not None else None
+    return "anonymous" if value is None else "auth:" + hashlib.sha256(value.encode()).hexdigest()
+
+
 def build(store: str) -> MCPServer:
     tasks = TasksExtension(
         store,
+        principal=authorization_principal,
         tools={
             "slow_compute": TaskConfig("optional", poll_interval_ms=200),
             "failing_job": TaskConfig("required", poll_interval_ms=200),
@@ -60,7 +71,7 @@ def build(store: str) -> MCPServer:
         },
     )
     server = MCPServer("mcp-tasks-python-fixtures", extensions=[tasks])
-    tasks.serve_listen(server)
+    tasks.install(server)
 
     @server.tool()
     def greet(name: str = "World") -> str:

@@ -119,6 +119,8 @@ class CurrentTask:
 
 
 _current: contextvars.ContextVar[CurrentTask] = contextvars.ContextVar("mcp_tasks_current")
+# The tools/call decision install()'s middleware made for the request being handled.
+_early_dispatch: contextvars.ContextVar[str] = contextvars.ContextVar("mcp_tasks_early_dispatch")
 
 
 def current_task() -> CurrentTask | None:
@@ -188,6 +190,7 @@ class TasksExtension(Extension):
             self.configure(name, config)
         self._default = TaskConfig(mode=default_mode)
         self._principal = principal
+        self._sdk_listen: Any = None
         self._running: set[asyncio.Task[None]] = set()
 
     @property
@@ -230,39 +233,76 @@ class TasksExtension(Extension):
 
     # -- tasks/* ------------------------------------------------------------------------------
 
-    async def _tasks_method(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> dict[str, Any]:
+    async def _tasks_method(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams | None) -> dict[str, Any]:
         try:
             return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal(ctx))
         except McpTaskError as e:
             raise _rpc_error(e) from e
 
-    # -- subscriptions/listen -------------------------------------------------------------------
+    # -- install: listen and the early routing of extension traffic ---------------------------
 
-    def serve_listen(self, server: Any) -> None:
-        """Serves ``notifications/tasks`` on ``server``'s ``subscriptions/listen``.
+    def install(self, server: Any) -> None:
+        """Completes the extension on ``server``; call once after ``MCPServer(..., extensions=[tasks])``.
 
-        mcp's own listen handler knows only the core event kinds and its filter has no
-        ``taskIds``, and extensions may not bind spec methods, so this wraps the low-level
-        handler: a filter with ``taskIds`` is served from the engine, any other goes to mcp's.
-        Call once after ``MCPServer(..., extensions=[tasks])``.
+        Two things an mcp ``Extension`` cannot contribute by itself:
+
+        - ``subscriptions/listen`` with ``taskIds`` (``notifications/tasks``): mcp's own listen
+          handler knows only the core event kinds and extensions may not bind spec methods, so
+          this wraps the low-level handler; a filter without ``taskIds`` still reaches mcp's.
+        - A server middleware that hands ``tasks/*``, ``tools/call`` and ``subscriptions/listen``
+          to core's dispatcher *before* mcp validates their params with its own models, so a
+          malformed request gets the same answer here as from the Rust host.
         """
         lowlevel = server._lowlevel_server
         entry = lowlevel.get_request_handler("subscriptions/listen")
         inner = entry.handler if entry is not None else None
+        self._sdk_listen = inner
 
         async def listen(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
-            try:
-                stream = await self._server.listen(
-                    ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), inner is not None
-                )
-            except McpTaskError as e:
-                raise _rpc_error(e) from e
+            stream = await self._open_listen(ctx)
             if stream is None:  # no taskIds: mcp's own handler serves this listen
                 return await inner(ctx, params)  # type: ignore[misc]
             return await self._stream(ctx, stream)
 
         params_type = entry.params_type if entry is not None else SubscriptionsListenRequestParams
         lowlevel.add_request_handler("subscriptions/listen", params_type, listen)
+        lowlevel.middleware.append(self._route_early)
+
+    async def _open_listen(self, ctx: ServerRequestContext[Any, Any]) -> _native.Listen | None:
+        try:
+            return await self._server.listen(
+                ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), self._sdk_listen is not None
+            )
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
+
+    async def _route_early(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+        """The middleware of :meth:`install`: core decides the extension's traffic first."""
+        method = ctx.method
+        if ctx.request_id is None:
+            return await call_next(ctx)
+        if method.startswith("tasks/"):
+            # The extension owns the tasks/ namespace: core answers every method in it, including
+            # the removed tasks/list and tasks/result (-32601).
+            return await self._tasks_method(ctx, None)
+        if method == "tools/call":
+            token = _early_dispatch.set(self._decide_tool_call(ctx))
+            try:
+                return await call_next(ctx)
+            finally:
+                _early_dispatch.reset(token)
+        if method == "subscriptions/listen":
+            stream = await self._open_listen(ctx)
+            if stream is None:
+                return await call_next(ctx)
+            return await self._stream(ctx, stream)
+        return await call_next(ctx)
+
+    def _decide_tool_call(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        try:
+            return self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version)
+        except McpTaskError as e:
+            raise _rpc_error(e) from e
 
     async def _stream(self, ctx: ServerRequestContext[Any, Any], stream: _native.Listen) -> dict[str, Any]:
         # Core frames every message (ack, notifications/tasks, the closing result); this only sends.
@@ -281,10 +321,8 @@ class TasksExtension(Extension):
         ctx: ServerRequestContext[Any, Any],
         call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
     ) -> Any:
-        try:
-            dispatch = self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version)
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
+        # Decided once, by install()'s middleware when it runs, else here.
+        dispatch = _early_dispatch.get(None) or self._decide_tool_call(ctx)
         if dispatch == "sync":
             return await call_next(ctx)
         config = self._tools.get(params.name, self._default)

@@ -171,10 +171,16 @@ impl ErrorKind {
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
-    /// The body is not valid JSON.
-    #[error("Parse error: {0}")]
+    /// The body is not valid JSON; the parser's reason goes to `data.reason`. The message is
+    /// the one mcp 2.3.0 sends, so every server of ours answers alike.
+    #[error("Parse error")]
     Parse(String),
-    /// The body is not a JSON-RPC 2.0 request.
+    /// The body is JSON but not one JSON-RPC 2.0 request or notification object (a batch, a
+    /// non-object, a wrong `jsonrpc`, `method`, `id` or `params`); the reason goes to
+    /// `data.reason`. The message is the one mcp 2.3.0 sends.
+    #[error("Body must be a single JSON-RPC request or notification object")]
+    NotARequest(String),
+    /// The request is refused for another reason (unauthenticated).
     #[error("Invalid request: {0}")]
     InvalidRequest(String),
     /// The HTTP body exceeds the configured limit (reading stopped there, so its full size is
@@ -194,20 +200,25 @@ pub enum ProtocolError {
         /// The configured limit in bytes.
         limit: usize,
     },
-    /// The method does not exist.
-    #[error("Method not found: {0}")]
+    /// The method does not exist; the method goes to `data` (as mcp 2.3.0 sends it).
+    #[error("Method not found")]
     MethodNotFound(String),
     /// Params are malformed.
     #[error("Invalid params: {0}")]
     InvalidParams(String),
+    /// The `_meta` envelope is missing or lacks a required key; the text is the whole message
+    /// (mcp 2.3.0's words).
+    #[error("{0}")]
+    InvalidEnvelope(String),
     /// An MRTR `requestState` failed verification (tampered, expired, or for another request).
     #[error("Invalid or expired requestState")]
     InvalidRequestState,
     /// The task does not exist for this caller (unknown, purged, or another principal's).
     #[error("Task not found: {0}")]
     TaskNotFound(String),
-    /// A standard header disagrees with the body or is missing.
-    #[error("Header mismatch: {0}")]
+    /// A standard header disagrees with the body, is missing or is repeated; the text is the
+    /// whole message.
+    #[error("{0}")]
     HeaderMismatch(String),
     /// The request lacks a client capability it needs; `required` is a `ClientCapabilities` object.
     #[error("Missing required client capability: {message}")]
@@ -235,11 +246,11 @@ impl ProtocolError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::Parse(_) => ErrorKind::Parse,
-            Self::InvalidRequest(_) => ErrorKind::InvalidRequest,
+            Self::InvalidRequest(_) | Self::NotARequest(_) => ErrorKind::InvalidRequest,
             Self::BodyTooLarge { .. } => ErrorKind::TooLarge,
             Self::TooLarge { .. } => ErrorKind::InvalidParams,
             Self::MethodNotFound(_) => ErrorKind::MethodNotFound,
-            Self::InvalidParams(_) | Self::InvalidRequestState => ErrorKind::InvalidParams,
+            Self::InvalidParams(_) | Self::InvalidEnvelope(_) | Self::InvalidRequestState => ErrorKind::InvalidParams,
             Self::TaskNotFound(_) => ErrorKind::TaskNotFound,
             Self::HeaderMismatch(_) => ErrorKind::HeaderMismatch,
             Self::MissingCapability { .. } => ErrorKind::MissingCapability,
@@ -272,6 +283,7 @@ impl ProtocolError {
             // The same data mcp 2.3.0 sends (`server/request_state.py`), so clients can tell a
             // stale round from other bad params on either of our servers.
             Self::InvalidRequestState => err.with_data(json!({ "reason": "invalid_request_state" })),
+            Self::Parse(reason) | Self::NotARequest(reason) => err.with_data(json!({ "reason": reason })),
             // The method name, as mcp 2.3.0 sends it, so both our servers give the same data.
             Self::MethodNotFound(method) => err.with_data(json!(method)),
             // `size` is the first byte past the limit: reading stopped there.

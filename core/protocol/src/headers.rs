@@ -2,7 +2,8 @@
 //! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http>):
 //! `MCP-Protocol-Version` equals the `_meta` version, `Mcp-Method` equals the method, and `Mcp-Name` equals `params.name` on `tools/call`
 //! and `prompts/get`, `params.uri` on `resources/read`, and `params.taskId` on `tasks/*`.
-//! A missing or different value is -32020 with HTTP 400.
+//! A missing or different value is -32020 with HTTP 400. The messages are the ones mcp 2.3.0
+//! sends for the same rules (`shared/inbound.py`), so our servers under mcp and alone agree.
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -27,7 +28,7 @@ pub fn decode_value(raw: &str) -> Result<String, ProtocolError> {
     if let Some(inner) = trimmed.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(inner)
-            .map_err(|_| ProtocolError::HeaderMismatch("header value is not valid =?base64?…?= encoding".into()))?;
+            .map_err(|_| ProtocolError::HeaderMismatch("header value is not valid =?base64?...?= encoding".into()))?;
         return String::from_utf8(bytes)
             .map_err(|_| ProtocolError::HeaderMismatch("base64 header value is not UTF-8".into()));
     }
@@ -52,28 +53,30 @@ pub fn validate(
     meta_version: &str,
     headers: StandardHeaders<'_>,
 ) -> Result<(), ProtocolError> {
-    let version = headers
-        .protocol_version
-        .ok_or_else(|| ProtocolError::HeaderMismatch("MCP-Protocol-Version header is required".into()))?;
-    if decode_value(version)? != meta_version {
-        return Err(ProtocolError::HeaderMismatch(format!(
-            "MCP-Protocol-Version header {version:?} differs from _meta protocolVersion {meta_version:?}"
-        )));
+    let version_matches = match headers.protocol_version {
+        Some(version) => decode_value(version)? == meta_version,
+        None => false,
+    };
+    if !version_matches {
+        return Err(ProtocolError::HeaderMismatch(
+            "mcp-protocol-version header does not match the request envelope's protocol version".into(),
+        ));
     }
-    let header_method =
-        headers.method.ok_or_else(|| ProtocolError::HeaderMismatch("Mcp-Method header is required".into()))?;
-    if decode_value(header_method)? != method {
-        return Err(ProtocolError::HeaderMismatch(format!(
-            "Mcp-Method header {header_method:?} differs from body method {method:?}"
-        )));
+    let method_matches = match headers.method {
+        Some(header_method) => decode_value(header_method)? == method,
+        None => false,
+    };
+    if !method_matches {
+        return Err(ProtocolError::HeaderMismatch("mcp-method header does not match the request body's method".into()));
     }
     if let Some((field, Some(expected))) = name_source(method, params) {
-        let name = headers
-            .name
-            .ok_or_else(|| ProtocolError::HeaderMismatch(format!("Mcp-Name header is required on {method}")))?;
-        if decode_value(name)? != expected {
+        let name_matches = match headers.name {
+            Some(name) => decode_value(name)? == expected,
+            None => false,
+        };
+        if !name_matches {
             return Err(ProtocolError::HeaderMismatch(format!(
-                "Mcp-Name header {name:?} differs from params.{field} {expected:?}"
+                "mcp-name header does not match the request body's '{field}' parameter"
             )));
         }
     }

@@ -56,16 +56,31 @@ pub fn missing_tasks_capability(what: &str) -> ProtocolError {
 /// missing or non-string protocol version, or non-object capabilities are -32602; an
 /// unsupported version is -32022.
 pub fn parse_envelope(params: Option<&Value>) -> Result<Envelope, ProtocolError> {
-    let params = match params {
-        Some(Value::Object(params)) => params,
-        Some(_) => return Err(ProtocolError::InvalidParams("params must be an object".into())),
-        None => return Err(ProtocolError::InvalidParams("params with _meta are required".into())),
-    };
-    let meta = match params.get("_meta") {
+    let envelope = parse_envelope_shape(params)?;
+    check_version(&envelope.protocol_version)?;
+    Ok(envelope)
+}
+
+/// [`parse_envelope`] without the version check, for callers that check headers in between.
+pub fn parse_envelope_shape(params: Option<&Value>) -> Result<Envelope, ProtocolError> {
+    let meta = match params.and_then(|p| p.get("_meta")) {
         Some(Value::Object(meta)) => meta,
-        Some(_) => return Err(ProtocolError::InvalidParams("params._meta must be an object".into())),
-        None => return Err(ProtocolError::InvalidParams("params._meta is required".into())),
+        // mcp 2.3.0's words for the same rule (`shared/inbound.py`).
+        _ => {
+            return Err(ProtocolError::InvalidEnvelope(format!(
+                "params._meta must be an object carrying the required '{META_PROTOCOL_VERSION}' and \
+                 '{META_CLIENT_CAPABILITIES}' envelope keys"
+            )));
+        }
     };
+    let missing: Vec<&str> =
+        [META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES].into_iter().filter(|k| !meta.contains_key(*k)).collect();
+    if !missing.is_empty() {
+        return Err(ProtocolError::InvalidEnvelope(format!(
+            "params._meta is missing the required envelope key(s): {}",
+            missing.join(", ")
+        )));
+    }
     let protocol_version = match meta.get(META_PROTOCOL_VERSION) {
         Some(Value::String(version)) => version.clone(),
         Some(_) => {
@@ -87,9 +102,7 @@ pub fn parse_envelope(params: Option<&Value>) -> Result<Envelope, ProtocolError>
     {
         return Err(ProtocolError::InvalidParams("clientCapabilities.extensions must be an object".into()));
     }
-    let envelope = Envelope { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO).cloned() };
-    check_version(&envelope.protocol_version)?;
-    Ok(envelope)
+    Ok(Envelope { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO).cloned() })
 }
 
 /// Refuses a protocol version this crate does not speak with -32022.

@@ -88,7 +88,7 @@ pub fn decode(body: &[u8]) -> Result<Incoming, Box<DecodeError>> {
     let value: Value = serde_json::from_slice(body).map_err(|e| fail(None, ProtocolError::Parse(e.to_string())))?;
     let Value::Object(object) = value else {
         let what = if value.is_array() { "batches are not supported" } else { "the message must be an object" };
-        return Err(fail(None, ProtocolError::InvalidRequest(what.into())));
+        return Err(fail(None, ProtocolError::NotARequest(what.into())));
     };
     decode_object(object)
 }
@@ -97,20 +97,20 @@ fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, Box<DecodeE
     let id = match object.remove("id") {
         Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
         Some(Value::Null) | None => None,
-        Some(_) => return Err(fail(None, ProtocolError::InvalidRequest("id must be a string or a number".into()))),
+        Some(_) => return Err(fail(None, ProtocolError::NotARequest("id must be a string or a number".into()))),
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(fail(id, ProtocolError::InvalidRequest("jsonrpc must be \"2.0\"".into())));
+        return Err(fail(id, ProtocolError::NotARequest("jsonrpc must be \"2.0\"".into())));
     }
     let method = match object.remove("method") {
         Some(Value::String(method)) => method,
-        Some(_) => return Err(fail(id, ProtocolError::InvalidRequest("method must be a string".into()))),
+        Some(_) => return Err(fail(id, ProtocolError::NotARequest("method must be a string".into()))),
         None if object.contains_key("result") || object.contains_key("error") => return Ok(Incoming::Response),
-        None => return Err(fail(id, ProtocolError::InvalidRequest("method is required".into()))),
+        None => return Err(fail(id, ProtocolError::NotARequest("method is required".into()))),
     };
     let params = object.remove("params");
     if params.as_ref().is_some_and(|p| !p.is_object()) {
-        return Err(fail(id, ProtocolError::InvalidRequest("params must be an object".into())));
+        return Err(fail(id, ProtocolError::NotARequest("params must be an object".into())));
     }
     match id {
         Some(id) => Ok(Incoming::Request { id, method, params }),

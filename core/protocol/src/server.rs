@@ -86,7 +86,7 @@ impl<'a> Headers<'a> {
         let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v);
         let first = values.next();
         if values.next().is_some() {
-            return Err(ProtocolError::HeaderMismatch(format!("{name} header is repeated")));
+            return Err(ProtocolError::HeaderMismatch(format!("{name} header appears more than once")));
         }
         Ok(first)
     }
@@ -344,10 +344,14 @@ impl Dispatcher {
         headers: Option<Headers<'_>>,
     ) -> Result<Routing, ProtocolError> {
         let parsed = Method::parse(method).ok_or_else(|| ProtocolError::MethodNotFound(method.to_owned()))?;
-        let envelope = negotiation::parse_envelope(params)?;
+        // The rules' order is mcp 2.3.0's (`shared/inbound.py`): the envelope's shape, then the
+        // headers, then the version, so a client that disagrees with itself is told so rather
+        // than told its version is unsupported.
+        let envelope = negotiation::parse_envelope_shape(params)?;
         if let Some(headers) = headers {
             headers::validate(method, params, &envelope.protocol_version, headers.standard()?)?;
         }
+        negotiation::check_version(&envelope.protocol_version)?;
         let route = match parsed {
             Method::Discover => return Ok(Routing::Answer(self.discover())),
             Method::ToolsList => return Ok(Routing::Answer(self.tools_list())),
