@@ -353,3 +353,50 @@ async fn a_server_unaware_of_the_extension_gets_plain_calls_only() {
     );
     assert_eq!(*server.methods.lock(), vec!["tools/call".to_owned()], "no task traffic at all");
 }
+
+/// A server without `subscriptions/listen` (it answers -32601) is asked once per endpoint, not
+/// once per task: the HTTP transport remembers the answer and later tasks poll straight away.
+#[tokio::test]
+async fn a_server_without_listen_is_asked_once() {
+    let url = server().await;
+    let listens = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&listens);
+    let upstream = reqwest::Client::new();
+    let proxy = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let (counted, upstream, url) = (Arc::clone(&counted), upstream.clone(), url.clone());
+            async move {
+                let method = headers.get("mcp-method").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+                if method == "subscriptions/listen" {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let id = serde_json::from_slice::<Value>(&body).unwrap()["id"].clone();
+                    let error =
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}});
+                    return (
+                        axum::http::StatusCode::NOT_FOUND,
+                        [("content-type", "application/json")],
+                        error.to_string(),
+                    );
+                }
+                let mut request = upstream.post(&url).body(body);
+                for (name, value) in &headers {
+                    request = request.header(name, value);
+                }
+                let response = request.send().await.unwrap();
+                let status = axum::http::StatusCode::from_u16(response.status().as_u16()).unwrap();
+                (status, [("content-type", "application/json")], response.text().await.unwrap())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { mcp_tasks::host::serve(listener, proxy, std::future::pending()).await.unwrap() });
+    // JSON answers only, so the proxy can relay them as they are.
+    let client = Client::with_transport(Arc::new(HttpTransport::new(proxy_url))).memory_store().build().unwrap();
+    for _ in 0..3 {
+        let execution = task(client.call_tool("slow", json!({"ms": 50})).await.unwrap());
+        assert_eq!(text(&execution.result().await.unwrap()), "slept 50 ms");
+    }
+    assert_eq!(listens.load(Ordering::SeqCst), 1, "one listen request for three tasks");
+}

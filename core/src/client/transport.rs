@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use super::ClientError;
 use crate::protocol::client::parse_detailed;
 use crate::protocol::{
-    DetailedTask, EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
-    RpcError,
+    DetailedTask, EXTENSION_ID, ErrorKind, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, RpcError,
 };
 
 /// A live `subscriptions/listen` stream for task notifications.
@@ -76,6 +76,9 @@ pub struct HttpTransport {
     capabilities: Value,
     client_info: Value,
     next_id: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Set once the endpoint answered `subscriptions/listen` with -32601: it has no listen, so
+    /// no later task opens one (every clone of this transport shares the answer).
+    listen_unsupported: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl HttpTransport {
@@ -88,6 +91,7 @@ impl HttpTransport {
             capabilities: json!({"elicitation": {}}),
             client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
             next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
+            listen_unsupported: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 
@@ -222,10 +226,19 @@ impl Transport for HttpTransport {
     }
 
     async fn listen(&self, task_ids: &[String]) -> Result<Option<ListenStream>, ClientError> {
+        use std::sync::atomic::Ordering;
+        if self.listen_unsupported.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let (id, request) = self.post("subscriptions/listen", json!({"notifications": {"taskIds": task_ids}}));
         let response = request.send().await.map_err(|e| ClientError::Transport(e.to_string()))?;
         if !is_sse(&response) {
-            // An error (no listen support: -32601, or no tasks filter) means: poll instead.
+            // An error means: poll instead. Only "no such method" is remembered for the endpoint;
+            // anything else (a refused filter, a passing fault) is asked again for the next task.
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            if body["error"]["code"].as_i64() == Some(ErrorKind::MethodNotFound.code()) {
+                self.listen_unsupported.store(true, Ordering::Relaxed);
+            }
             return Ok(None);
         }
         let mut messages = SseMessages { stream: Box::pin(response.bytes_stream()), buffer: String::new() };
