@@ -29,6 +29,10 @@ export declare class NativeClient {
 export declare class NativeTaskDriver {
   /** Starts from a `CreateTaskResult` (JSON) received at `now_ms`. */
   constructor(createdJson: string, nowMs: number, defaultPollMs?: number | undefined | null, minPollMs?: number | undefined | null)
+  /** Re-attaches from a saved `state()` (JSON) at `now_ms`, e.g. after a restart. */
+  static resume(stateJson: string, nowMs: number, defaultPollMs?: number | undefined | null, minPollMs?: number | undefined | null): NativeTaskDriver
+  /** What survives a restart (JSON): pass it to `resume`. */
+  state(): string
   /** The task id. */
   get taskId(): string
   /** The newest state seen (`DetailedTask` JSON). */
@@ -41,6 +45,12 @@ export declare class NativeTaskDriver {
   handleNotification(nowMs: number, paramsJson: string): void
   /** `tasks/get` answered with a JSON-RPC error object (JSON). */
   handleGetError(nowMs: number, errorJson: string): void
+  /**
+   * A `tasks/update` or `tasks/cancel` was answered: `error_json` is the JSON-RPC error object,
+   * or `null` for the acknowledgement. Confirms a stop-mode cancel, tells `Gone`, and resends
+   * answers whose update failed.
+   */
+  handleAck(nowMs: number, method: string, errorJson?: string | undefined | null): void
   /** The time (Unix ms) at which `handleTimeout` is due, or `null` when nothing is scheduled. */
   pollTimeout(): number | null
   /** The clock reached the timeout. */

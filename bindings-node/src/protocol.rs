@@ -4,10 +4,9 @@
 
 use mcp_tasks::protocol::RpcError;
 use mcp_tasks::protocol::client::{
-    CallResult, CancelMode, DriverConfig, DriverEvent, TaskDriver, classify, parse_detailed,
+    CancelMode, DriverConfig, DriverState, TaskDriver, classify, parse_created, parse_detailed,
 };
 use napi_derive::napi;
-use serde_json::json;
 
 use crate::error::{driver_error, invalid_result, parse_json, protocol_error};
 
@@ -26,6 +25,21 @@ pub(crate) fn cancel_mode(mode: &str) -> napi::Result<CancelMode> {
     }
 }
 
+/// Core's driver defaults, overridden where given.
+fn config(default_poll_ms: Option<u32>, min_poll_ms: Option<u32>) -> DriverConfig {
+    let defaults = DriverConfig::default();
+    DriverConfig {
+        default_poll_ms: default_poll_ms.map_or(defaults.default_poll_ms, u64::from),
+        min_poll_ms: min_poll_ms.map_or(defaults.min_poll_ms, u64::from),
+    }
+}
+
+fn rpc_error(error_json: &str) -> napi::Result<RpcError> {
+    serde_json::from_value(parse_json("error", error_json)?).map_err(|e| {
+        protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("not a JSON-RPC error: {e}")))
+    })
+}
+
 fn ms(value: f64) -> u64 {
     // JS numbers: Unix ms are integers well inside 2^53.
     value.max(0.0) as u64
@@ -38,11 +52,7 @@ fn ms(value: f64) -> u64 {
 #[napi]
 pub fn classify_tools_call(result_json: String, declared: bool) -> napi::Result<String> {
     let result = parse_json("result", &result_json)?;
-    Ok(match classify("tools/call", result, declared).map_err(|e| invalid_result(&e))? {
-        CallResult::Complete(result) => to_json(&json!({"kind": "complete", "result": result})),
-        CallResult::InputRequired(round) => to_json(&json!({"kind": "input_required", "result": round})),
-        CallResult::Task(task) => to_json(&json!({"kind": "task", "task": task})),
-    })
+    Ok(to_json(&classify("tools/call", result, declared).map_err(|e| invalid_result(&e))?.to_json()))
 }
 
 /// Follows one task, sans-IO: feed it what the server said, send what `pollOutgoing` returns,
@@ -62,21 +72,28 @@ impl NativeTaskDriver {
         default_poll_ms: Option<u32>,
         min_poll_ms: Option<u32>,
     ) -> napi::Result<Self> {
-        let created = parse_json("CreateTaskResult", &created_json)?;
-        let task = match classify("tools/call", created, true).map_err(|e| invalid_result(&e))? {
-            CallResult::Task(task) => task,
-            _ => {
-                return Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(
-                    "not a CreateTaskResult".into(),
-                )));
-            }
-        };
-        let defaults = DriverConfig::default();
-        let config = DriverConfig {
-            default_poll_ms: default_poll_ms.map_or(defaults.default_poll_ms, u64::from),
-            min_poll_ms: min_poll_ms.map_or(defaults.min_poll_ms, u64::from),
-        };
-        Ok(Self { inner: TaskDriver::new(task, ms(now_ms), config) })
+        let task = parse_created(parse_json("CreateTaskResult", &created_json)?).map_err(|e| invalid_result(&e))?;
+        Ok(Self { inner: TaskDriver::new(task, ms(now_ms), config(default_poll_ms, min_poll_ms)) })
+    }
+
+    /// Re-attaches from a saved `state()` (JSON) at `now_ms`, e.g. after a restart.
+    #[napi(factory)]
+    pub fn resume(
+        state_json: String,
+        now_ms: f64,
+        default_poll_ms: Option<u32>,
+        min_poll_ms: Option<u32>,
+    ) -> napi::Result<Self> {
+        let state: DriverState = serde_json::from_value(parse_json("state", &state_json)?).map_err(|e| {
+            protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("not a driver state: {e}")))
+        })?;
+        Ok(Self { inner: TaskDriver::resume(state, ms(now_ms), config(default_poll_ms, min_poll_ms)) })
+    }
+
+    /// What survives a restart (JSON): pass it to `resume`.
+    #[napi]
+    pub fn state(&self) -> String {
+        to_json(self.inner.state())
     }
 
     /// The task id.
@@ -116,10 +133,17 @@ impl NativeTaskDriver {
     /// `tasks/get` answered with a JSON-RPC error object (JSON).
     #[napi]
     pub fn handle_get_error(&mut self, now_ms: f64, error_json: String) -> napi::Result<()> {
-        let error: RpcError = serde_json::from_value(parse_json("error", &error_json)?).map_err(|e| {
-            protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("not a JSON-RPC error: {e}")))
-        })?;
-        self.inner.handle_get_error(ms(now_ms), &error);
+        self.inner.handle_get_error(ms(now_ms), &rpc_error(&error_json)?);
+        Ok(())
+    }
+
+    /// A `tasks/update` or `tasks/cancel` was answered: `error_json` is the JSON-RPC error object,
+    /// or `null` for the acknowledgement. Confirms a stop-mode cancel, tells `Gone`, and resends
+    /// answers whose update failed.
+    #[napi]
+    pub fn handle_ack(&mut self, now_ms: f64, method: String, error_json: Option<String>) -> napi::Result<()> {
+        let error = error_json.map(|e| rpc_error(&e)).transpose()?;
+        self.inner.handle_ack(ms(now_ms), &method, error.as_ref().map_or(Ok(()), Err));
         Ok(())
     }
 
@@ -138,20 +162,14 @@ impl NativeTaskDriver {
     /// The next request to send, as JSON `{"method", "params"}` (add the `_meta` envelope), or `null`.
     #[napi]
     pub fn poll_outgoing(&mut self) -> Option<String> {
-        self.inner.poll_outgoing().map(|out| to_json(&json!({"method": out.method(), "params": out.params()})))
+        self.inner.poll_outgoing().map(|out| to_json(&out.to_json()))
     }
 
     /// The next event, as JSON: `{"kind": "status", "task"}`, `{"kind": "input_requested", "key",
     /// "request"}` or `{"kind": "finished", "outcome"}`; `null` when there is none.
     #[napi]
     pub fn poll_event(&mut self) -> Option<String> {
-        self.inner.poll_event().map(|event| match event {
-            DriverEvent::Status(task) => to_json(&json!({"kind": "status", "task": task})),
-            DriverEvent::InputRequested { key, request } => {
-                to_json(&json!({"kind": "input_requested", "key": key, "request": request}))
-            }
-            DriverEvent::Finished(outcome) => to_json(&json!({"kind": "finished", "outcome": outcome})),
-        })
+        self.inner.poll_event().map(|event| to_json(&event.to_json()))
     }
 
     /// Answers input request `key` (sent by the next `pollOutgoing`).

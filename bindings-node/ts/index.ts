@@ -43,6 +43,20 @@ export interface CallToolResult {
 }
 
 /** A JSON-RPC error object. */
+/** What a `TaskDriver` keeps across a restart (from `state()`, for `TaskDriver.resume`). */
+export interface DriverState {
+  task_id: string;
+  last: TaskState;
+  seen_keys: string[];
+  answered_keys: string[];
+  cancel: "stop" | "observe" | null;
+}
+
+/** A native driver re-attached by `TaskDriver.resume`, handed to the constructor. */
+class Resumed {
+  constructor(readonly native: NativeModule.NativeTaskDriver) {}
+}
+
 export interface RpcError {
   code: number;
   message: string;
@@ -319,9 +333,27 @@ export const protocol = {
 
     /** Starts from a `CreateTaskResult` received at `nowMs`. */
     constructor(created: unknown, nowMs: number, config: { defaultPollMs?: number; minPollMs?: number } = {}) {
-      this.#native = mappedSync(
-        () => new native.NativeTaskDriver(JSON.stringify(created), nowMs, config.defaultPollMs, config.minPollMs),
+      this.#native =
+        created instanceof Resumed
+          ? created.native
+          : mappedSync(
+              () => new native.NativeTaskDriver(JSON.stringify(created), nowMs, config.defaultPollMs, config.minPollMs),
+            );
+    }
+    /** Re-attaches from a saved `state()` at `nowMs` (after a restart). */
+    static resume(
+      state: DriverState,
+      nowMs: number,
+      config: { defaultPollMs?: number; minPollMs?: number } = {},
+    ): TaskDriver {
+      const resumed = mappedSync(() =>
+        native.NativeTaskDriver.resume(JSON.stringify(state), nowMs, config.defaultPollMs, config.minPollMs),
       );
+      return new TaskDriver(new Resumed(resumed), nowMs, config);
+    }
+    /** What survives a restart: task id, last state, surfaced and answered keys, requested cancel. */
+    state(): DriverState {
+      return JSON.parse(this.#native.state()) as DriverState;
     }
     get taskId(): string {
       return this.#native.taskId;
@@ -341,6 +373,10 @@ export const protocol = {
     }
     handleGetError(nowMs: number, error: RpcError): void {
       mappedSync(() => this.#native.handleGetError(nowMs, JSON.stringify(error)));
+    }
+    /** A `tasks/update` or `tasks/cancel` was answered: `error` is its JSON-RPC error, or `null` for the ack. */
+    handleAck(nowMs: number, method: "tasks/update" | "tasks/cancel", error: RpcError | null = null): void {
+      mappedSync(() => this.#native.handleAck(nowMs, method, error === null ? null : JSON.stringify(error)));
     }
     pollTimeout(): number | null {
       return this.#native.pollTimeout();

@@ -5,10 +5,9 @@
 use std::sync::Mutex;
 
 use mcp_tasks::protocol::client::{
-    CallResult, DriverConfig, DriverEvent, TaskDriver as CoreDriver, classify, parse_detailed,
+    DriverConfig, DriverState, TaskDriver as CoreDriver, classify, parse_created, parse_detailed,
 };
 use mcp_tasks::protocol::{ProtocolError, RpcError};
-use serde_json::json;
 
 use crate::client::CancelMode;
 use crate::error::{TasksError, parse_json};
@@ -28,11 +27,7 @@ fn to_json(value: &impl serde::Serialize) -> String {
 #[uniffi::export]
 pub fn classify_tools_call(result_json: String, declared: bool) -> Result<String, TasksError> {
     let result = parse_json("result", &result_json)?;
-    Ok(match classify("tools/call", result, declared).map_err(invalid)? {
-        CallResult::Complete(result) => to_json(&json!({"kind": "complete", "result": result})),
-        CallResult::InputRequired(round) => to_json(&json!({"kind": "input_required", "result": round})),
-        CallResult::Task(task) => to_json(&json!({"kind": "task", "task": task})),
-    })
+    Ok(to_json(&classify("tools/call", result, declared).map_err(invalid)?.to_json()))
 }
 
 /// Follows one task, sans-IO: feed it the server's answers, send what `poll_outgoing` returns,
@@ -53,11 +48,35 @@ impl TaskDriver {
     /// Starts from a `CreateTaskResult` (JSON) received at `now_ms`.
     #[uniffi::constructor]
     pub fn new(created_json: String, now_ms: u64) -> Result<std::sync::Arc<Self>, TasksError> {
-        let created = parse_json("CreateTaskResult", &created_json)?;
-        let CallResult::Task(task) = classify("tools/call", created, true).map_err(invalid)? else {
-            return Err(invalid("not a CreateTaskResult"));
-        };
+        let task = parse_created(parse_json("CreateTaskResult", &created_json)?).map_err(invalid)?;
         Ok(std::sync::Arc::new(Self { inner: Mutex::new(CoreDriver::new(task, now_ms, DriverConfig::default())) }))
+    }
+
+    /// Re-attaches from a saved `state()` (JSON) at `now_ms`, e.g. after the app restarted.
+    #[uniffi::constructor]
+    pub fn resume(state_json: String, now_ms: u64) -> Result<std::sync::Arc<Self>, TasksError> {
+        let state: DriverState = serde_json::from_value(parse_json("state", &state_json)?).map_err(invalid)?;
+        Ok(std::sync::Arc::new(Self { inner: Mutex::new(CoreDriver::resume(state, now_ms, DriverConfig::default())) }))
+    }
+
+    /// The task id.
+    pub fn task_id(&self) -> String {
+        self.with(|d| d.task_id().to_owned())
+    }
+
+    /// What survives a restart (JSON): pass it to `resume`.
+    pub fn state(&self) -> String {
+        self.with(|d| to_json(d.state()))
+    }
+
+    /// A `tasks/update` or `tasks/cancel` was answered: `error_json` is the JSON-RPC error object,
+    /// or `None` for the acknowledgement. Confirms a stop-mode cancel, tells `Gone`, and resends
+    /// answers whose update failed.
+    pub fn handle_ack(&self, now_ms: u64, method: String, error_json: Option<String>) -> Result<(), TasksError> {
+        let error: Option<RpcError> =
+            error_json.map(|e| serde_json::from_value(parse_json("error", &e)?).map_err(invalid)).transpose()?;
+        self.with(|d| d.handle_ack(now_ms, &method, error.as_ref().map_or(Ok(()), Err)));
+        Ok(())
     }
 
     /// The newest state seen (JSON).
@@ -103,20 +122,12 @@ impl TaskDriver {
 
     /// The next request to send, as JSON `{"method", "params"}`, or `None`.
     pub fn poll_outgoing(&self) -> Option<String> {
-        self.with(|d| d.poll_outgoing().map(|out| to_json(&json!({"method": out.method(), "params": out.params()}))))
+        self.with(|d| d.poll_outgoing().map(|out| to_json(&out.to_json())))
     }
 
     /// The next event as JSON (`status`, `input_requested` or `finished`), or `None`.
     pub fn poll_event(&self) -> Option<String> {
-        self.with(|d| {
-            d.poll_event().map(|event| match event {
-                DriverEvent::Status(task) => to_json(&json!({"kind": "status", "task": task})),
-                DriverEvent::InputRequested { key, request } => {
-                    to_json(&json!({"kind": "input_requested", "key": key, "request": request}))
-                }
-                DriverEvent::Finished(outcome) => to_json(&json!({"kind": "finished", "outcome": outcome})),
-            })
-        })
+        self.with(|d| d.poll_event().map(|event| to_json(&event.to_json())))
     }
 
     /// Answers input request `key` (sent by the next `poll_outgoing`).

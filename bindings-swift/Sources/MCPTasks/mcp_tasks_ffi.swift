@@ -939,6 +939,13 @@ public protocol TaskDriverProtocol: AnyObject, Sendable {
     func cancel(mode: CancelMode) throws 
     
     /**
+     * A `tasks/update` or `tasks/cancel` was answered: `error_json` is the JSON-RPC error object,
+     * or `None` for the acknowledgement. Confirms a stop-mode cancel, tells `Gone`, and resends
+     * answers whose update failed.
+     */
+    func handleAck(nowMs: UInt64, method: String, errorJson: String?) throws 
+    
+    /**
      * A `tasks/get` result (JSON) arrived.
      */
     func handleGet(nowMs: UInt64, resultJson: String) throws 
@@ -982,6 +989,16 @@ public protocol TaskDriverProtocol: AnyObject, Sendable {
      * When `handle_timeout` is due (Unix ms), or `None`.
      */
     func pollTimeout()  -> UInt64?
+    
+    /**
+     * What survives a restart (JSON): pass it to `resume`.
+     */
+    func state()  -> String
+    
+    /**
+     * The task id.
+     */
+    func taskId()  -> String
     
 }
 /**
@@ -1052,6 +1069,19 @@ public convenience init(createdJson: String, nowMs: UInt64)throws  {
     }
 
     
+    /**
+     * Re-attaches from a saved `state()` (JSON) at `now_ms`, e.g. after the app restarted.
+     */
+public static func resume(stateJson: String, nowMs: UInt64)throws  -> TaskDriver  {
+    return try  FfiConverterTypeTaskDriver_lift(try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_constructor_taskdriver_resume(
+        FfiConverterString.lower(stateJson),
+        FfiConverterUInt64.lower(nowMs),uniffiCallStatus
+    )
+})
+}
+    
 
     
     /**
@@ -1075,6 +1105,22 @@ open func cancel(mode: CancelMode)throws   {try rustCallWithError(FfiConverterTy
     uniffi_mcp_tasks_ffi_fn_method_taskdriver_cancel(
             self.uniffiCloneHandle(),
         FfiConverterTypeCancelMode_lower(mode),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * A `tasks/update` or `tasks/cancel` was answered: `error_json` is the JSON-RPC error object,
+     * or `None` for the acknowledgement. Confirms a stop-mode cancel, tells `Gone`, and resends
+     * answers whose update failed.
+     */
+open func handleAck(nowMs: UInt64, method: String, errorJson: String?)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_ack(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(nowMs),
+        FfiConverterString.lower(method),
+        FfiConverterOptionString.lower(errorJson),uniffiCallStatus
     )
 }
 }
@@ -1185,6 +1231,30 @@ open func pollTimeout() -> UInt64?  {
     return try!  FfiConverterOptionUInt64.lift(try! rustCall() {
         uniffiCallStatus in
     uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_timeout(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * What survives a restart (JSON): pass it to `resume`.
+     */
+open func state() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_state(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The task id.
+     */
+open func taskId() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_task_id(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
@@ -3083,6 +3153,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_cancel() != 47619) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_ack() != 1760) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get() != 2650) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -3110,10 +3183,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_timeout() != 2340) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_state() != 35708) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_task_id() != 36115) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_constructor_tasksclient_new() != 43165) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_constructor_taskdriver_new() != 2252) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_constructor_taskdriver_resume() != 56631) {
         return InitializationResult.apiChecksumMismatch
     }
 

@@ -428,6 +428,11 @@ void uniffi_mcp_tasks_ffi_fn_free_taskdriver(uint64_t handle, RustCallStatus *_N
 uint64_t uniffi_mcp_tasks_ffi_fn_constructor_taskdriver_new(RustBuffer created_json, uint64_t now_ms, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CONSTRUCTOR_TASKDRIVER_RESUME
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CONSTRUCTOR_TASKDRIVER_RESUME
+uint64_t uniffi_mcp_tasks_ffi_fn_constructor_taskdriver_resume(RustBuffer state_json, uint64_t now_ms, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_ANSWER
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_ANSWER
 void uniffi_mcp_tasks_ffi_fn_method_taskdriver_answer(uint64_t ptr, RustBuffer key, RustBuffer response_json, RustCallStatus *_Nonnull out_status
@@ -436,6 +441,11 @@ void uniffi_mcp_tasks_ffi_fn_method_taskdriver_answer(uint64_t ptr, RustBuffer k
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_CANCEL
 void uniffi_mcp_tasks_ffi_fn_method_taskdriver_cancel(uint64_t ptr, RustBuffer mode, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_ACK
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_ACK
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_handle_ack(uint64_t ptr, uint64_t now_ms, RustBuffer method, RustBuffer error_json, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_HANDLE_GET
@@ -481,6 +491,16 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_outgoing(uint64_t ptr,
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_TIMEOUT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_TIMEOUT
 RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_timeout(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_STATE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_STATE
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_state(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_TASK_ID
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_TASK_ID
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_task_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_EXTENSION_ID
@@ -868,6 +888,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_cancel(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_ACK
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_ACK
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_ack(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_GET
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_HANDLE_GET
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get(void
@@ -922,6 +948,18 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_timeout(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_STATE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_STATE
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_state(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_TASK_ID
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_TASK_ID
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_task_id(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKSCLIENT_NEW
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKSCLIENT_NEW
 uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_tasksclient_new(void
@@ -931,6 +969,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_tasksclient_new(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKDRIVER_NEW
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKDRIVER_NEW
 uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_taskdriver_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKDRIVER_RESUME
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_TASKDRIVER_RESUME
+uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_taskdriver_resume(void
     
 );
 #endif

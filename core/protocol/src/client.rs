@@ -28,6 +28,27 @@ pub enum CallResult {
     Task(Task),
 }
 
+impl CallResult {
+    /// The JSON every binding hands its host: `{"kind": "complete", "result"}`,
+    /// `{"kind": "input_required", "result"}` or `{"kind": "task", "task"}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Complete(result) => serde_json::json!({"kind": "complete", "result": result}),
+            Self::InputRequired(round) => serde_json::json!({"kind": "input_required", "result": round}),
+            Self::Task(task) => serde_json::json!({"kind": "task", "task": task}),
+        }
+    }
+}
+
+/// Reads a `CreateTaskResult` (the answer that starts a [`TaskDriver`]); anything else is
+/// [`InvalidResult`].
+pub fn parse_created(result: Value) -> Result<Task, InvalidResult> {
+    match classify("tools/call", result, true)? {
+        CallResult::Task(task) => Ok(task),
+        _ => Err(InvalidResult::MalformedTask("not a CreateTaskResult (resultType is not \"task\")".into())),
+    }
+}
+
 /// Why a result is invalid for the request it answers.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -170,6 +191,12 @@ impl Outgoing {
         }
     }
 
+    /// The request as bindings hand it to their host: `{"method", "params"}` (without `_meta`;
+    /// the transport adds the envelope).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({ "method": self.method(), "params": self.params() })
+    }
+
     /// The params (without `_meta`; the transport adds the envelope).
     pub fn params(&self) -> Value {
         match self {
@@ -195,6 +222,20 @@ pub enum DriverEvent {
     },
     /// The outcome; nothing follows it.
     Finished(Outcome),
+}
+
+impl DriverEvent {
+    /// The event as bindings hand it to their application: `{"kind": "status", "task"}`,
+    /// `{"kind": "input_requested", "key", "request"}` or `{"kind": "finished", "outcome"}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Status(task) => serde_json::json!({"kind": "status", "task": task}),
+            Self::InputRequested { key, request } => {
+                serde_json::json!({"kind": "input_requested", "key": key, "request": request})
+            }
+            Self::Finished(outcome) => serde_json::json!({"kind": "finished", "outcome": outcome}),
+        }
+    }
 }
 
 /// Why the application's call to the driver was refused.
