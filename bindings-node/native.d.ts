@@ -14,8 +14,12 @@ export declare class NativeCall {
 
 /** The task client for one Streamable HTTP endpoint. */
 export declare class NativeClient {
-  /** Builds the client; `input_handler` answers input requests (MRTR rounds and tasks). */
-  constructor(options: NativeClientOptions, inputHandler?: (taskId: string | null, key: string, requestJson: string) => Promise<string | null>)
+  /**
+   * Builds the client from core's `ClientOptions` (JSON, camelCase; absent fields take core's
+   * defaults); `input_handler` answers input requests (MRTR rounds and tasks) with core's
+   * `InputRequest` (JSON).
+   */
+  constructor(optionsJson: string, inputHandler?: (requestJson: string) => Promise<string | null>)
   /** Calls a tool: an immediate result, or a task to follow. */
   callTool(name: string, argumentsJson: string): Promise<NativeCall>
   /** Re-attaches to every persisted task whose outcome was not delivered yet. */
@@ -86,8 +90,11 @@ export declare class NativeTaskExecution {
    * or `observe` (keep following until the server's final state).
    */
   cancel(mode: string): void
-  /** Answers input request `key` with `response_json`. */
-  answer(key: string, responseJson: string): void
+  /**
+   * Answers input request `key` with `response_json`; rejects (`InvalidParamsError`) a key the
+   * server never asked, one already answered, or a finished task.
+   */
+  answer(key: string, responseJson: string): Promise<void>
 }
 
 /**
@@ -98,31 +105,23 @@ export declare class NativeTaskExecution {
  */
 export declare function classifyToolsCall(resultJson: string, declared: boolean): string
 
+/**
+ * Core's `ERROR_CLASSES` as JSON (`name`, `parent`, `code`, `pythonBuiltin`, `doc`), which the
+ * tests compare with the classes of `ts/errors.ts`.
+ */
+export declare function errorClasses(): string
+
 /** The extension identifier, `io.modelcontextprotocol/tasks`. */
 export declare const EXTENSION_ID: string
 
-/** Options of [`NativeClient`]. */
-export interface NativeClientOptions {
-  /** The Streamable HTTP endpoint. */
-  url: string
-  /** Headers sent with every request (e.g. `Authorization`). */
-  headers?: Record<string, string>
-  /** `sqlite:///path`, `memory://`, or absent for the default SQLite file. */
-  store?: string
-  /** `clientInfo.name` sent in every request's `_meta`. */
-  clientName?: string
-  /** `clientInfo.version`. */
-  clientVersion?: string
-  /** Open `subscriptions/listen` streams when the server offers them (default true). */
-  notifications?: boolean
-  /** Poll interval when the server gives none (ms, default 1000). */
-  defaultPollMs?: number
-  /** The shortest poll interval honoured (ms, default 100). */
-  minPollMs?: number
-}
-
 /** The version of this package's native module. */
 export declare function nativeVersion(): string
+
+/**
+ * The `CallToolResult` (JSON) of an outcome (JSON), or throws the typed error core names for a
+ * failed, cancelled, gone or expired task.
+ */
+export declare function outcomeResult(outcomeJson: string, taskId: string): string
 
 /** The MCP revision the client speaks, `2026-07-28`. */
 export declare const PROTOCOL_VERSION: string

@@ -1,37 +1,29 @@
 //! Glue for `mcp_tasks::client`: the task client, its executions, and a JavaScript async function
 //! as the input handler. JSON crosses the boundary as strings.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_tasks::client::{Client, ClientConfig, Execution, InputHandler, TaskExecution};
-use mcp_tasks::protocol::client::DriverConfig;
-use napi::bindgen_prelude::{FnArgs, Promise};
+use mcp_tasks::client::{Client, ClientOptions, Execution, InputHandler, TaskExecution};
+use mcp_tasks::protocol::client::InputRequest;
+use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::error::{client_error, parse_json};
+use crate::error::{client_error, parse_json, protocol_error};
 
-/// `(taskId | null, key, requestJson) => Promise<responseJson | null>`.
-type InputFn = ThreadsafeFunction<
-    FnArgs<(Option<String>, String, String)>,
-    Promise<Option<String>>,
-    FnArgs<(Option<String>, String, String)>,
-    napi::Status,
-    false,
-    true,
->;
+/// `(requestJson) => Promise<responseJson | null>`, the request being core's `InputRequest`.
+type InputFn = ThreadsafeFunction<String, Promise<Option<String>>, String, napi::Status, false, true>;
 
 /// Calls the JavaScript input handler for each input request, on the JS thread.
 struct JsInputHandler(Arc<InputFn>);
 
 #[async_trait]
 impl InputHandler for JsInputHandler {
-    async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
-        let args = FnArgs::from((task_id.map(str::to_owned), key.to_owned(), request.to_string()));
-        let answer = match self.0.call_async_catch(args).await {
+    async fn handle(&self, request: InputRequest) -> Option<Value> {
+        let request = serde_json::to_string(&request).expect("requests serialize");
+        let answer = match self.0.call_async_catch(request).await {
             Ok(promise) => promise.await,
             Err(e) => Err(e),
         };
@@ -43,27 +35,6 @@ impl InputHandler for JsInputHandler {
     }
 }
 
-/// Options of [`NativeClient`].
-#[napi(object)]
-pub struct NativeClientOptions {
-    /// The Streamable HTTP endpoint.
-    pub url: String,
-    /// Headers sent with every request (e.g. `Authorization`).
-    pub headers: Option<HashMap<String, String>>,
-    /// `sqlite:///path`, `memory://`, or absent for the default SQLite file.
-    pub store: Option<String>,
-    /// `clientInfo.name` sent in every request's `_meta`.
-    pub client_name: Option<String>,
-    /// `clientInfo.version`.
-    pub client_version: Option<String>,
-    /// Open `subscriptions/listen` streams when the server offers them (default true).
-    pub notifications: Option<bool>,
-    /// Poll interval when the server gives none (ms, default 1000).
-    pub default_poll_ms: Option<u32>,
-    /// The shortest poll interval honoured (ms, default 100).
-    pub min_poll_ms: Option<u32>,
-}
-
 /// The task client for one Streamable HTTP endpoint.
 #[napi]
 pub struct NativeClient {
@@ -72,31 +43,18 @@ pub struct NativeClient {
 
 #[napi]
 impl NativeClient {
-    /// Builds the client; `input_handler` answers input requests (MRTR rounds and tasks).
+    /// Builds the client from core's `ClientOptions` (JSON, camelCase; absent fields take core's
+    /// defaults); `input_handler` answers input requests (MRTR rounds and tasks) with core's
+    /// `InputRequest` (JSON).
     #[napi(constructor)]
     pub fn new(
-        options: NativeClientOptions,
-        #[napi(ts_arg_type = "(taskId: string | null, key: string, requestJson: string) => Promise<string | null>")]
-        input_handler: Option<InputFn>,
+        options_json: String,
+        #[napi(ts_arg_type = "(requestJson: string) => Promise<string | null>")] input_handler: Option<InputFn>,
     ) -> napi::Result<Self> {
-        let defaults = DriverConfig::default();
-        let mut builder = Client::http(options.url).config(ClientConfig {
-            driver: DriverConfig {
-                default_poll_ms: options.default_poll_ms.map_or(defaults.default_poll_ms, u64::from),
-                min_poll_ms: options.min_poll_ms.map_or(defaults.min_poll_ms, u64::from),
-            },
-            notifications: options.notifications.unwrap_or(true),
-            ..ClientConfig::default()
-        });
-        for (name, value) in options.headers.iter().flatten() {
-            builder = builder.header(name, value);
-        }
-        if let Some(name) = &options.client_name {
-            builder = builder.client_info(name, options.client_version.as_deref().unwrap_or("0"));
-        }
-        if let Some(url) = options.store.as_deref() {
-            builder = builder.store_url(url).map_err(client_error)?;
-        }
+        let options: ClientOptions = serde_json::from_value(parse_json("options", &options_json)?).map_err(|e| {
+            protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("client options: {e}")))
+        })?;
+        let mut builder = options.builder().map_err(client_error)?;
         if let Some(handler) = input_handler {
             builder = builder.input_handler(JsInputHandler(Arc::new(handler)));
         }
@@ -196,10 +154,11 @@ impl NativeTaskExecution {
         self.inner.cancel(crate::protocol::cancel_mode(&mode)?).map_err(client_error)
     }
 
-    /// Answers input request `key` with `response_json`.
+    /// Answers input request `key` with `response_json`; rejects (`InvalidParamsError`) a key the
+    /// server never asked, one already answered, or a finished task.
     #[napi]
-    pub fn answer(&self, key: String, response_json: String) -> napi::Result<()> {
+    pub async fn answer(&self, key: String, response_json: String) -> napi::Result<()> {
         let response = parse_json("response", &response_json)?;
-        self.inner.answer(&key, response).map_err(client_error)
+        self.inner.answer(&key, response).await.map_err(client_error)
     }
 }

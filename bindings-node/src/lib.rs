@@ -4,7 +4,7 @@
 //! typed API users import is the TypeScript package in `ts/`.
 
 pub mod client;
-mod error;
+pub mod error;
 pub mod protocol;
 
 use napi_derive::napi;

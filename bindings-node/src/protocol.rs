@@ -14,15 +14,11 @@ fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("protocol types serialize")
 }
 
-/// Reads a cancel mode: `stop` or `observe`.
+/// Reads a cancel mode (`stop` or `observe`) with core's own names for it.
 pub(crate) fn cancel_mode(mode: &str) -> napi::Result<CancelMode> {
-    match mode {
-        "stop" => Ok(CancelMode::Stop),
-        "observe" => Ok(CancelMode::Observe),
-        other => Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!(
-            "cancel mode {other:?}: use stop or observe"
-        )))),
-    }
+    serde_json::from_value(serde_json::Value::String(mode.to_owned())).map_err(|e| {
+        protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("cancel mode {mode:?}: {e}")))
+    })
 }
 
 /// Core's driver defaults, overridden where given.

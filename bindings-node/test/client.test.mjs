@@ -6,7 +6,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { TasksClient, InvalidParamsError, McpTaskError } from "../dist/index.js";
+import { TasksClient, InvalidParamsError, McpTaskError, TaskCancelledError } from "../dist/index.js";
 import { rustHost, pythonServer } from "./servers.mjs";
 
 const text = (outcome) => {
@@ -71,13 +71,14 @@ for (const [name, startServer] of servers) {
       for await (const state of execution.updates()) {
         if (state.status === "input_required") {
           const [key] = Object.keys(state.inputRequests);
-          execution.task.answer(key, { action: "accept", content: { confirm: false } });
+          await assert.rejects(execution.answer("never-asked", {}), InvalidParamsError);
+          await execution.answer(key, { action: "accept", content: { confirm: false } });
           break;
         }
       }
       assert.equal(text(await execution.result()), "Kept y.txt");
       // Nothing follows a finished task any more.
-      assert.throws(() => execution.task.answer("no-such-key", {}), McpTaskError);
+      await assert.rejects(execution.task.answer("no-such-key", {}), McpTaskError);
     });
 
     test("an MRTR round, then a task", async (t) => {
@@ -108,6 +109,25 @@ for (const [name, startServer] of servers) {
       const updates = [];
       for await (const state of execution.updates()) updates.push(state);
       assert.deepEqual(updates, []);
+      // One face for both kinds: nothing to cancel, nothing to answer, the value at once.
+      assert.equal(execution.taskId, null);
+      execution.cancel();
+      await assert.rejects(execution.answer("k", {}), InvalidParamsError);
+      assert.equal((await execution.value()).content[0].text, "Hello, Ada!");
+    });
+
+    test("a cancelled task's value is a TaskCancelledError", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const execution = await client().callTool("slow_compute", { seconds: 30 });
+      assert.equal(execution.kind, "task");
+      assert.equal(execution.taskId, execution.task.taskId);
+      execution.cancel();
+      await assert.rejects(execution.value(), (error) => {
+        assert.ok(error instanceof TaskCancelledError, String(error));
+        assert.ok(error instanceof McpTaskError);
+        assert.match(error.message, /was cancelled/);
+        return true;
+      });
     });
 
     test("server errors carry their JSON-RPC code", async (t) => {

@@ -13,15 +13,25 @@ import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 
 import type * as NativeModule from "../native.js";
-import { mapped, mappedSync } from "./errors.js";
+import { InvalidParamsError, mapped, mappedSync } from "./errors.js";
 
 export {
+  ERROR_CLASSES,
   HeaderMismatchError,
   InternalError,
   InvalidParamsError,
+  InvalidRequestError,
   McpTaskError,
   MethodNotFoundError,
   MissingCapabilityError,
+  ParseError,
+  RequestTooLargeError,
+  TaskCancelledError,
+  TaskExpiredError,
+  TaskGoneError,
+  TaskNotFoundError,
+  TransportError,
+  UnsupportedVersionError,
   toError,
 } from "./errors.js";
 
@@ -42,7 +52,6 @@ export interface CallToolResult {
   [key: string]: unknown;
 }
 
-/** A JSON-RPC error object. */
 /** What a `TaskDriver` keeps across a restart (from `state()`, for `TaskDriver.resume`). */
 export interface DriverState {
   task_id: string;
@@ -57,6 +66,7 @@ class Resumed {
   constructor(readonly native: NativeModule.NativeTaskDriver) {}
 }
 
+/** A JSON-RPC error object. */
 export interface RpcError {
   code: number;
   message: string;
@@ -103,7 +113,7 @@ export interface InputRequest {
  */
 export type InputHandler = (request: InputRequest) => unknown | Promise<unknown>;
 
-/** Options of `TasksClient`. */
+/** Options of `TasksClient`: core's `ClientOptions`; absent ones take core's defaults. */
 export interface TasksClientOptions {
   /** The server's Streamable HTTP endpoint. */
   url: string;
@@ -115,14 +125,18 @@ export interface TasksClientOptions {
   store?: string;
   /** Headers sent with every request, e.g. the same `Authorization` your other MCP client sends. */
   headers?: Record<string, string>;
-  /** The `clientInfo` sent in every request's `_meta`. */
-  clientInfo?: { name: string; version: string };
+  /** `clientInfo.name` sent in every request's `_meta` (default `mcp-tasks`). */
+  clientName?: string;
+  /** `clientInfo.version` (default the package version). */
+  clientVersion?: string;
   /** Listen for `notifications/tasks` when the server offers `subscriptions/listen` (default true). */
   notifications?: boolean;
   /** Poll interval when the server gives none (ms, default 1000). */
   defaultPollMs?: number;
   /** The shortest poll interval honoured (ms, default 100). */
   minPollMs?: number;
+  /** The most MRTR rounds one `callTool` may take (default 8). */
+  maxInputRounds?: number;
 }
 
 /** Options of one `callTool`. */
@@ -174,33 +188,54 @@ export class TaskExecution {
     mappedSync(() => this.#native.cancel(mode));
   }
 
-  /** Answers input request `key` (one the handler left open). */
-  answer(key: string, response: unknown): void {
-    mappedSync(() => this.#native.answer(key, JSON.stringify(response)));
+  /**
+   * Answers input request `key` (one the handler left open); rejects with `InvalidParamsError`
+   * for a key the server never asked, one already answered, or a finished task.
+   */
+  async answer(key: string, response: unknown): Promise<void> {
+    await mapped(() => this.#native.answer(key, JSON.stringify(response)));
   }
+
+  /** The `CallToolResult`, or throws the typed error (`TaskCancelledError`, `TaskGoneError`, ...). */
+  async value(): Promise<CallToolResult> {
+    return valueOf(await this.result(), this.taskId);
+  }
+}
+
+/** The result of an outcome, or the typed error core names for it (cancelled, gone, expired, failed). */
+function valueOf(outcome: Outcome, taskId: string): CallToolResult {
+  return JSON.parse(mappedSync(() => native.outcomeResult(JSON.stringify(outcome), taskId))) as CallToolResult;
+}
+
+/** What both kinds of execution offer: the same face in every language. */
+interface ExecutionFace {
+  /** The outcome (an immediate result is `completed`). */
+  result(): Promise<Outcome>;
+  /** The `CallToolResult`, or throws the typed error for a failed, cancelled, gone or expired task. */
+  value(): Promise<CallToolResult>;
+  /** Every newer state of the task (none for an immediate result). */
+  updates(): AsyncGenerator<TaskState, void, undefined>;
+  /** Sends `tasks/cancel` (nothing to cancel for an immediate result). */
+  cancel(mode?: "stop" | "observe"): void;
+  /** Answers an input request the handler left open (an immediate result asks nothing: rejects). */
+  answer(key: string, response: unknown): Promise<void>;
 }
 
 /** What `callTool` returned: an immediate result, or a task being followed. */
 export type Execution =
-  | {
+  | (ExecutionFace & {
       kind: "immediate";
-      /** The tool's result. */
-      result(): Promise<Outcome>;
-      updates(): AsyncGenerator<TaskState, void, undefined>;
-      cancel(): void;
+      taskId: null;
       task: undefined;
       callToolResult: CallToolResult;
-    }
-  | {
+    })
+  | (ExecutionFace & {
       kind: "task";
-      /** The task's outcome. */
-      result(): Promise<Outcome>;
-      updates(): AsyncGenerator<TaskState, void, undefined>;
-      cancel(mode?: "stop" | "observe"): void;
+      taskId: string;
       task: TaskExecution;
       /** The `CreateTaskResult`. */
       created: TaskState;
-    };
+    });
 
 // eslint-disable-next-line @typescript-eslint/require-yield
 async function* none(): AsyncGenerator<TaskState, void, undefined> {}
@@ -230,31 +265,22 @@ export class TasksClient {
       this.#native = mappedSync(
         () =>
           new native.NativeClient(
-            {
-              url: o.url,
-              headers: o.headers,
-              store: o.store,
-              clientName: o.clientInfo?.name,
-              clientVersion: o.clientInfo?.version,
-              notifications: o.notifications,
-              defaultPollMs: o.defaultPollMs,
-              minPollMs: o.minPollMs,
-            },
-            (taskId, key, requestJson) => this.#answer(taskId, key, requestJson),
+            // Core's ClientOptions as they are, headers as ordered pairs.
+            JSON.stringify({ ...o, headers: Object.entries(o.headers ?? {}) }),
+            (requestJson) => this.#answer(requestJson),
           ),
       );
     }
     return this.#native;
   }
 
-  async #answer(taskId: string | null, key: string, requestJson: string): Promise<string | null> {
+  async #answer(requestJson: string): Promise<string | null> {
     const handler = this.#handler;
     if (handler === undefined) {
       return null;
     }
-    const request = JSON.parse(requestJson) as { method: string; params?: Record<string, unknown> };
     try {
-      const response = await handler({ taskId, key, method: request.method, params: request.params ?? {} });
+      const response = await handler(JSON.parse(requestJson) as InputRequest);
       return response === undefined ? null : JSON.stringify(response);
     } catch (error) {
       // The request stays open; the application may still answer it.
@@ -278,9 +304,14 @@ export class TasksClient {
       const result = payload as CallToolResult;
       return {
         kind: "immediate",
+        taskId: null,
         result: async () => ({ kind: "completed", result }),
+        value: async () => result,
         updates: none,
         cancel: () => {},
+        answer: async (key) => {
+          throw new InvalidParamsError(null, `input key ${JSON.stringify(key)} was not requested: the call answered at once`);
+        },
         task: undefined,
         callToolResult: result,
       };
@@ -296,9 +327,12 @@ export class TasksClient {
     }
     return {
       kind: "task",
+      taskId: task.taskId,
       result: () => task.result(),
+      value: () => task.value(),
       updates: () => task.updates(),
       cancel: (mode) => task.cancel(mode),
+      answer: (key, response) => task.answer(key, response),
       task,
       created: payload as TaskState,
     };

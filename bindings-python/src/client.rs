@@ -5,17 +5,18 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_tasks::client::{Client, ClientConfig, Execution, InputHandler, TaskExecution};
-use mcp_tasks::protocol::client::{CancelMode, DriverConfig};
+use mcp_tasks::client::{Client, ClientOptions, Execution, InputHandler, TaskExecution};
+use mcp_tasks::protocol::client::{CancelMode, InputRequest, Outcome};
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
-use crate::error::client_error;
+use crate::error::{client_error, protocol_error};
 use crate::{Pythonized, from_py};
 
-/// Calls a Python `async def handler(task_id, key, request) -> response | None` (request and
-/// response as dicts) for each input request, on the event loop the client was created on.
+/// Calls a Python `async def handler(request) -> response | None` for each input request, with
+/// core's `InputRequest` as a dict (`taskId`, `key`, `method`, `params`), on the event loop the
+/// client was created on.
 struct PyInputHandler {
     callback: Py<PyAny>,
     locals: TaskLocals,
@@ -23,9 +24,9 @@ struct PyInputHandler {
 
 #[async_trait]
 impl InputHandler for PyInputHandler {
-    async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
+    async fn handle(&self, request: InputRequest) -> Option<Value> {
         let future = Python::attach(|py| {
-            let coroutine = self.callback.call1(py, (task_id, key, Pythonized(request)))?;
+            let coroutine = self.callback.call1(py, (Pythonized(&request),))?;
             pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
         });
         let answer = match future {
@@ -56,31 +57,15 @@ pub(crate) struct PyClient {
 
 #[pymethods]
 impl PyClient {
-    /// `store`: `sqlite:///path`, `memory://`, or None for the default SQLite file.
+    /// Builds the client from core's `ClientOptions` (a dict with its camelCase names; absent
+    /// keys take core's defaults); `input_handler` answers input requests.
     #[new]
-    #[pyo3(signature = (url, headers = Vec::new(), store = None, notifications = true, default_poll_ms = 1_000, min_poll_ms = 100, input_handler = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        url: String,
-        headers: Vec<(String, String)>,
-        store: Option<String>,
-        notifications: bool,
-        default_poll_ms: u64,
-        min_poll_ms: u64,
-        input_handler: Option<Py<PyAny>>,
-    ) -> PyResult<Self> {
-        let mut builder = Client::http(url).config(ClientConfig {
-            driver: DriverConfig { default_poll_ms, min_poll_ms },
-            notifications,
-            ..ClientConfig::default()
-        });
-        for (name, value) in &headers {
-            builder = builder.header(name, value);
-        }
-        if let Some(url) = store.as_deref() {
-            builder = builder.store_url(url).map_err(client_error)?;
-        }
+    #[pyo3(signature = (options, input_handler = None))]
+    fn new(py: Python<'_>, options: &Bound<'_, PyAny>, input_handler: Option<Py<PyAny>>) -> PyResult<Self> {
+        let options: ClientOptions = serde_json::from_value(from_py("options", options)?).map_err(|e| {
+            protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("client options: {e}")))
+        })?;
+        let mut builder = options.builder().map_err(client_error)?;
         if let Some(callback) = input_handler {
             // The handler's coroutines run on the loop that is current now.
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
@@ -120,11 +105,7 @@ impl PyClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let created = from_py("CreateTaskResult", created)?;
         let arguments = from_py("arguments", arguments)?;
-        let task = match mcp_tasks::protocol::client::classify("tools/call", created, true) {
-            Ok(mcp_tasks::protocol::client::CallResult::Task(task)) => task,
-            Ok(_) => return Err(pyo3::exceptions::PyValueError::new_err("not a CreateTaskResult")),
-            Err(e) => return Err(client_error(e.into())),
-        };
+        let task = mcp_tasks::protocol::client::parse_created(created).map_err(|e| client_error(e.into()))?;
         let client = self.inner.clone();
         crate::awaitable(py, async move {
             let execution = client.follow(task, &tool, arguments).await.map_err(client_error)?;
@@ -200,9 +181,26 @@ impl PyTaskExecution {
         self.inner.cancel(mode).map_err(client_error)
     }
 
-    /// Answers input request `key` with `response` (a dict).
-    fn answer(&self, key: &str, response: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Answers input request `key` with `response` (a dict); raises `InvalidParamsError` for a
+    /// key the server never asked, one already answered, or a finished task.
+    fn answer<'py>(&self, py: Python<'py>, key: String, response: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let response = from_py("response", response)?;
-        self.inner.answer(key, response).map_err(client_error)
+        let inner = Arc::clone(&self.inner);
+        crate::awaitable(py, async move { inner.answer(&key, response).await.map_err(client_error) })
     }
+}
+
+/// The `CallToolResult` of an outcome dict (`TaskExecution.result()`), or raises the typed error
+/// core names for a failed, cancelled, gone or expired task.
+#[pyfunction]
+pub(crate) fn outcome_result<'py>(
+    py: Python<'py>,
+    outcome: &Bound<'py, PyAny>,
+    task_id: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let outcome: Outcome = serde_json::from_value(from_py("outcome", outcome)?).map_err(|e| {
+        crate::error::protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("not an outcome: {e}")))
+    })?;
+    let result = outcome.into_result(task_id).map_err(|e| crate::error::outcome_error(*e))?;
+    pythonize::pythonize(py, &result).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

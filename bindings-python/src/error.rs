@@ -1,34 +1,33 @@
-//! The one place errors cross into Python: every core error becomes an exception from
-//! `mcp_tasks.errors`, chosen by its JSON-RPC code, carrying `code`, `message` and `data`.
+//! The one place errors cross into Python: every core error becomes the exception class core
+//! names for it (a class of `mcp_tasks.errors`, one per row of `ERROR_CLASSES`), carrying
+//! `code`, `message` and `data`, with the core error's cause chain as `__cause__`.
 
 use mcp_tasks::EngineError;
 use mcp_tasks::client::ClientError;
-use mcp_tasks::protocol::{ErrorKind, ProtocolError};
+use mcp_tasks::protocol::client::OutcomeError;
+use mcp_tasks::protocol::{ERROR_CLASSES, ProtocolError};
 use mcp_tasks::store::StoreError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-/// The `mcp_tasks.errors` class for an error kind.
-fn class_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::TaskNotFound => "TaskNotFoundError",
-        ErrorKind::InvalidParams | ErrorKind::TooLarge => "InvalidParamsError",
-        ErrorKind::MissingCapability => "MissingCapabilityError",
-        ErrorKind::HeaderMismatch => "HeaderMismatchError",
-        ErrorKind::MethodNotFound => "MethodNotFoundError",
-        _ => "InternalError",
-    }
-}
-
-fn raise(kind: ErrorKind, code: i64, message: String, data: Option<String>) -> PyErr {
+/// Builds `mcp_tasks.errors.{class}(code, message, data)` with `causes` (outermost first) chained
+/// as `__cause__`.
+fn raise(class: &str, code: Option<i64>, message: String, data: Option<serde_json::Value>, causes: &[String]) -> PyErr {
     Python::attach(|py| {
-        let made = py
-            .import("mcp_tasks.errors")
-            .and_then(|m| m.getattr(class_name(kind)))
-            .and_then(|class| class.call1((code, message.clone(), data)));
-        match made {
-            Ok(exception) => PyErr::from_value(exception),
-            Err(e) => e,
-        }
+        let made = (|| -> PyResult<PyErr> {
+            let errors = py.import("mcp_tasks.errors")?;
+            let data = data.map(|d| pythonize::pythonize(py, &d)).transpose().map_err(PyErr::from)?;
+            let exception = PyErr::from_value(errors.getattr(class)?.call1((code, message, data))?);
+            let mut innermost: Option<PyErr> = None;
+            for cause in causes.iter().rev() {
+                let err = pyo3::exceptions::PyConnectionError::new_err(cause.clone());
+                err.set_cause(py, innermost.take());
+                innermost = Some(err);
+            }
+            exception.set_cause(py, innermost);
+            Ok(exception)
+        })();
+        made.unwrap_or_else(|e| e)
     })
 }
 
@@ -40,7 +39,7 @@ pub(crate) fn engine_error(err: EngineError) -> PyErr {
 /// Maps a protocol error to its Python exception.
 pub(crate) fn protocol_error(err: &ProtocolError) -> PyErr {
     let rpc = err.to_rpc();
-    raise(err.kind(), rpc.code, rpc.message, rpc.data.map(|d| d.to_string()))
+    raise(err.class(), Some(rpc.code), rpc.message, rpc.data, &[])
 }
 
 /// Maps a store error from opening an engine's store: a bad URL is a `ValueError`.
@@ -51,22 +50,34 @@ pub(crate) fn store_error(err: StoreError) -> PyErr {
     }
 }
 
-/// Maps a client error: a server's JSON-RPC error keeps its code and data; the rest are
-/// internal (-32603) or, for misuse of a task (answering an unknown key), -32602.
+/// Maps a client error to the class core names for it, keeping the server's code and data and
+/// the cause chain.
 pub(crate) fn client_error(err: ClientError) -> PyErr {
-    let (kind, data) = match &err {
-        ClientError::Rpc(rpc) => {
-            let kind = match rpc.code {
-                -32602 => ErrorKind::InvalidParams,
-                -32021 => ErrorKind::MissingCapability,
-                -32020 => ErrorKind::HeaderMismatch,
-                -32601 => ErrorKind::MethodNotFound,
-                _ => ErrorKind::Internal,
-            };
-            (kind, rpc.data.as_ref().map(|d| d.to_string()))
-        }
-        ClientError::Driver(_) | ClientError::InvalidStoreUrl(_) => (ErrorKind::InvalidParams, None),
-        _ => (ErrorKind::Internal, None),
+    let (message, data) = match &err {
+        ClientError::Rpc(rpc) => (rpc.message.clone(), rpc.data.clone()),
+        other => (other.to_string(), None),
     };
-    raise(kind, err.code(), err.to_string(), data)
+    raise(err.class(), Some(err.code()), message, data, &err.causes())
+}
+
+/// Maps a task outcome that is no result (failed, cancelled, gone, expired) to its typed error.
+pub(crate) fn outcome_error(err: OutcomeError) -> PyErr {
+    raise(err.class, err.code, err.message, err.data, &[])
+}
+
+/// `ERROR_CLASSES` as Python dicts (`name`, `parent`, `code`, `python_builtin`, `doc`), which
+/// the tests compare with `mcp_tasks.errors`.
+pub(crate) fn error_classes(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    ERROR_CLASSES
+        .iter()
+        .map(|class| {
+            let row = PyDict::new(py);
+            row.set_item("name", class.name)?;
+            row.set_item("parent", class.parent)?;
+            row.set_item("code", class.code)?;
+            row.set_item("python_builtin", class.python_builtin)?;
+            row.set_item("doc", class.doc)?;
+            Ok(row)
+        })
+        .collect()
 }

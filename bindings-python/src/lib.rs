@@ -154,6 +154,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyListen>()?;
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyTaskExecution>()?;
+    m.add_function(wrap_pyfunction!(client::outcome_result, m)?)?;
+    m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EXTENSION_ID", mcp_tasks::EXTENSION_ID)?;
     m.add("PROTOCOL_VERSION", mcp_tasks::PROTOCOL_VERSION)?;

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcp_tasks import InvalidParamsError, TasksClient
+from mcp_tasks import InputRequest, InvalidParamsError, TaskCancelledError, TasksClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,9 +30,12 @@ def url() -> Iterator[str]:
     proc.wait()
 
 
-def text(result: dict[str, Any] | None) -> str:
+def text(result: Any) -> str:
+    """The first text of a CallToolResult (a model from an Outcome, or an immediate dict)."""
     assert result is not None
-    return str(result["content"][0]["text"])
+    if isinstance(result, dict):
+        return str(result["content"][0]["text"])
+    return str(result.content[0].text)
 
 
 @pytest.mark.parametrize("notifications", [False, True])
@@ -58,9 +61,12 @@ async def test_immediate_results_and_errors(url: str) -> None:
 async def test_input_handler_answers_elicitation_and_mrtr(url: str) -> None:
     asked: list[str] = []
 
-    async def answer(task_id: str | None, key: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def answer(request: InputRequest) -> dict[str, Any]:
+        key = request.key
         asked.append(key)
-        message = request["params"]["message"]
+        assert request.method == "elicitation/create"
+        assert (request.task_id is None) == (key == "user_name"), "only the MRTR round comes before a task"
+        message = request.params["message"]
         if key == "user_name":
             return {"action": "accept", "content": {"name": "Ada"}}
         if message.startswith("Delete"):
@@ -81,7 +87,9 @@ async def test_answer_by_hand_and_cancel(url: str) -> None:
     async for state in execution.task.updates():
         if state["status"] == "input_required":
             [key] = state["inputRequests"]
-            execution.task.answer(key, {"action": "decline"})
+            with pytest.raises(InvalidParamsError):
+                await execution.answer("never-asked", {"action": "decline"})
+            await execution.answer(key, {"action": "decline"})
             break
     assert text((await execution.result()).result) == "Kept g"
     slow = await client.call_tool("slow_compute", {"seconds": 30})
@@ -121,3 +129,79 @@ async def test_mcp_client_call_tool_is_transparent_for_tasks(url: str) -> None:
         with pytest.raises(MCPError) as failed:
             await client.call_tool("protocol_error_job", {})
         assert failed.value.code == -32603
+
+
+async def test_both_kinds_of_execution_have_one_face(url: str) -> None:
+    client = TasksClient(url, store="memory://")
+    plain = await client.call_tool("greet", {"name": "Face"})
+    assert plain.kind == "immediate" and plain.task_id is None
+    assert [s async for s in plain.updates()] == []
+    plain.cancel()  # nothing to cancel: no error
+    with pytest.raises(InvalidParamsError):
+        await plain.answer("k", {})
+    assert text((await plain.result()).unwrap()) == "Hello, Face!"
+    slow = await client.call_tool("slow_compute", {"seconds": 30})
+    assert slow.kind == "task" and slow.task_id is not None
+    slow.cancel()
+    outcome = await slow.result()
+    assert outcome.kind == "cancelled" and outcome.task_id == slow.task_id
+    with pytest.raises(TaskCancelledError):
+        outcome.unwrap()
+
+
+async def _server_status(url: str, task_id: str) -> str:
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": task_id}
+    async with httpx.AsyncClient() as http:
+        answer = (await http.post(url, json=body, headers=headers)).json()
+    return str(answer["result"]["status"])
+
+
+async def test_mcp_client_extension_hands_out_the_task_and_cancels_with_the_caller(url: str, tmp_path: Path) -> None:
+    from mcp import Client
+
+    from mcp_tasks import TaskExecution, TasksClientExtension
+
+    store = f"sqlite://{tmp_path / 'ext.db'}"
+    seen: list[TaskExecution] = []
+    extension = TasksClientExtension(url, store=store, on_task=seen.append)
+    async with Client(url, extensions=[extension]) as client:
+        call = asyncio.ensure_future(client.call_tool("slow_compute", {"seconds": 30}))
+        while not seen:
+            await asyncio.sleep(0.01)
+        [execution] = seen
+        assert extension.running == {execution.task_id: execution}
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert await _server_status(url, execution.task_id) == "cancelled"
+        assert extension.running == {}
+    # Cancelled with its caller: nothing left to resume.
+    assert await TasksClient(url, store=store).resume_all() == []
+
+
+async def test_mcp_client_extension_can_leave_the_task_running(url: str, tmp_path: Path) -> None:
+    from mcp import Client
+
+    from mcp_tasks import TaskExecution, TasksClientExtension
+
+    store = f"sqlite://{tmp_path / 'detach.db'}"
+    seen: list[TaskExecution] = []
+    extension = TasksClientExtension(url, store=store, on_task=seen.append, on_cancel="detach")
+    async with Client(url, extensions=[extension]) as client:
+        call = asyncio.ensure_future(client.call_tool("slow_compute", {"seconds": 0.5}))
+        while not seen:
+            await asyncio.sleep(0.01)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert await _server_status(url, seen[0].task_id) == "working"
+    [resumed] = await TasksClient(url, store=store).resume_all()
+    assert resumed.task_id == seen[0].task_id
+    assert text((await resumed.result()).unwrap()) == "Computed job in 0.5s"

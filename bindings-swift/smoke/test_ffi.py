@@ -59,10 +59,10 @@ class Answers(ffi.InputHandler):
     def __init__(self) -> None:
         self.asked: list[tuple[str | None, str, str]] = []
 
-    def handle(self, task_id: str | None, key: str, request_json: str) -> str | None:
-        request = json.loads(request_json)
-        self.asked.append((task_id, key, request["method"]))
-        content = {"name": "Alice"} if key == "user_name" else {"confirm": True}
+    def handle(self, request: ffi.InputRequest) -> str | None:
+        self.asked.append((request.task_id, request.key, request.method))
+        assert isinstance(json.loads(request.params_json), dict)
+        content = {"name": "Alice"} if request.key == "user_name" else {"confirm": True}
         return json.dumps({"action": "accept", "content": content})
 
 
@@ -88,19 +88,21 @@ def test_constants() -> None:
 async def test_polls_a_task_to_its_result(url: str) -> None:
     client = ffi.TasksClient(options(url, notifications=False))
     call = await client.call_tool("slow_compute", json.dumps({"seconds": 0.3, "label": "ffi"}))
-    assert call.is_TASK()
-    assert call.created.status == ffi.TaskStatus.WORKING
-    assert call.created.poll_interval_ms == 200
-    assert completed_text(await call.execution.result()).startswith("Computed ffi in 0.3")
+    assert call.kind() == ffi.ExecutionKind.TASK
+    created = call.created()
+    assert created is not None and created.status == ffi.TaskStatus.WORKING
+    assert created.poll_interval_ms == 200
+    assert call.task_id() == created.task_id
+    assert completed_text(await call.result()).startswith("Computed ffi in 0.3")
 
 
 async def test_updates_and_a_listener_see_the_task_finish(url: str) -> None:
     client = ffi.TasksClient(options(url))
     call = await client.call_tool("slow_compute", json.dumps({"seconds": 0.3}))
     recorder = Recorder()
-    handle = call.execution.observe(recorder)
+    handle = call.task().observe(recorder)
     seen = []
-    while (state := await call.execution.next_update()) is not None:
+    while (state := await call.next_update()) is not None:
         seen.append(state.status)
     assert seen[-1] == ffi.TaskStatus.COMPLETED
     assert await asyncio.to_thread(recorder.finished.wait, 10)
@@ -111,52 +113,78 @@ async def test_updates_and_a_listener_see_the_task_finish(url: str) -> None:
 async def test_cancel(url: str) -> None:
     client = ffi.TasksClient(options(url))
     call = await client.call_tool("slow_compute", json.dumps({"seconds": 30}))
-    call.execution.cancel(ffi.CancelMode.STOP)
-    assert (await call.execution.result()).is_CANCELLED()
+    call.cancel(ffi.CancelMode.STOP)
+    with pytest.raises(ffi.TasksError.TaskCancelledError) as cancelled:
+        await call.value_json()
+    assert cancelled.value.detail.class_name == "TaskCancelledError" and cancelled.value.detail.code is None
 
 
 async def test_input_requests_go_to_the_handler(url: str) -> None:
     answers = Answers()
     client = ffi.TasksClient(options(url), answers)
     call = await client.call_tool("confirm_delete", json.dumps({"filename": "a.txt"}))
-    assert completed_text(await call.execution.result()) == "Deleted a.txt"
+    assert completed_text(await call.result()) == "Deleted a.txt"
     mrtr = await client.call_tool("test_tool_with_task", "{}")
-    assert "Hello, Alice!" in completed_text(await mrtr.execution.result())
+    assert "Hello, Alice!" in completed_text(await mrtr.result())
     assert (None, "user_name", "elicitation/create") in answers.asked  # the MRTR round, before any task
 
 
 async def test_an_open_input_request_is_answered_later(url: str) -> None:
     client = ffi.TasksClient(options(url))  # no handler: requests stay open
     call = await client.call_tool("confirm_delete", json.dumps({"filename": "b.txt"}))
-    while (state := await call.execution.next_update()) is not None:
+    while (state := await call.next_update()) is not None:
         if state.status == ffi.TaskStatus.INPUT_REQUIRED:
             key = next(iter(json.loads(state.input_requests_json)))
-            call.execution.answer(key, json.dumps({"action": "accept", "content": {"confirm": False}}))
+            with pytest.raises(ffi.TasksError.InvalidParamsError):
+                await call.answer("never-asked", "{}")
+            await call.answer(key, json.dumps({"action": "accept", "content": {"confirm": False}}))
             break
-    assert completed_text(await call.execution.result()) == "Kept b.txt"
+    assert completed_text(await call.result()) == "Kept b.txt"
 
 
 async def test_failed_and_tool_errors(url: str) -> None:
     client = ffi.TasksClient(options(url))
-    failed = await (await client.call_tool("protocol_error_job", "{}")).execution.result()
+    failed = await (await client.call_tool("protocol_error_job", "{}")).result()
     assert failed.is_FAILED() and failed.error.code == -32603
-    tool_error = await (await client.call_tool("failing_job", "{}")).execution.result()
+    with pytest.raises(ffi.TasksError.InternalError):
+        await (await client.call_tool("protocol_error_job", "{}")).value_json()
+    tool_error = await (await client.call_tool("failing_job", "{}")).result()
     assert tool_error.is_COMPLETED() and json.loads(tool_error.result_json)["isError"] is True
 
 
 async def test_immediate_results_and_error_codes(url: str) -> None:
     client = ffi.TasksClient(options(url))
     call = await client.call_tool("greet", json.dumps({"name": "Ada"}))
-    assert call.is_IMMEDIATE()
-    assert json.loads(call.result_json)["content"][0]["text"] == "Hello, Ada!"
-    with pytest.raises(ffi.TasksError.Server) as caught:
+    assert call.kind() == ffi.ExecutionKind.IMMEDIATE and call.task_id() is None and call.task() is None
+    assert json.loads(call.immediate_result_json())["content"][0]["text"] == "Hello, Ada!"
+    # One face for both kinds: no updates, nothing to cancel, nothing to answer, the value at once.
+    assert await call.next_update() is None
+    call.cancel(ffi.CancelMode.STOP)
+    with pytest.raises(ffi.TasksError.InvalidParamsError):
+        await call.answer("k", "{}")
+    assert json.loads(await call.value_json())["content"][0]["text"] == "Hello, Ada!"
+    with pytest.raises(ffi.TasksError.InvalidParamsError) as caught:
         await client.call_tool("no_such_tool", "{}")
-    assert caught.value.code == -32602
-    with pytest.raises(ffi.TasksError.Client) as bad:
+    assert caught.value.detail.code == -32602
+    with pytest.raises(ffi.TasksError.InvalidParamsError) as bad:
         await client.call_tool("greet", "not json")
-    assert bad.value.code == -32602
-    with pytest.raises(ffi.TasksError.Client):
+    assert bad.value.detail.code == -32602
+    with pytest.raises(ffi.TasksError.InvalidParamsError):
         ffi.TasksClient(options(url, store="redis://nope"))
+
+
+async def test_a_transport_failure_keeps_its_causes() -> None:
+    client = ffi.TasksClient(ffi.ClientOptions(url="http://127.0.0.1:1/mcp", store="memory://"))
+    with pytest.raises(ffi.TasksError.TransportError) as caught:
+        await client.call_tool("anything", "{}")
+    detail = caught.value.detail
+    assert detail.code == -32603 and any("refused" in c.lower() for c in detail.causes), detail.causes
+
+
+def test_one_error_case_per_class_of_the_core_table() -> None:
+    table = json.loads(ffi.error_classes_json())
+    cases = [name for name in dir(ffi.TasksError) if not name.startswith("_") and isinstance(getattr(ffi.TasksError, name), type)]
+    assert sorted(cases) == sorted(row["name"] for row in table)
 
 
 async def test_resumes_after_the_process_is_killed(url: str, tmp_path: Path) -> None:
@@ -171,7 +199,7 @@ async def test_resumes_after_the_process_is_killed(url: str, tmp_path: Path) -> 
             "async def main():\n"
             f"    client = ffi.TasksClient(ffi.ClientOptions(url={url!r}, store={store!r}))\n"
             "    call = await client.call_tool('slow_compute', json.dumps({'seconds': 1.5, 'label': 'resumed'}))\n"
-            "    print(call.execution.task_id(), flush=True)\n"
+            "    print(call.task_id(), flush=True)\n"
             "    await asyncio.sleep(60)\n"
             "asyncio.run(main())\n",
         ],

@@ -53,9 +53,9 @@ def replay(path: Path) -> int:
             if body["result"].get("resultType") == "task":
                 assert kind == "task"
                 drivers[body["result"]["taskId"]] = ffi.TaskDriver(json.dumps(body["result"]), now)
-                with pytest.raises(ffi.TasksError.Client) as refused:
+                with pytest.raises(ffi.TasksError.InvalidParamsError) as refused:
                     ffi.classify_tools_call(json.dumps(body["result"]), False)
-                assert refused.value.code == -32602
+                assert refused.value.detail.code == -32602
             else:
                 assert kind != "task"
             checked += 1

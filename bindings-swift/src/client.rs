@@ -7,9 +7,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use mcp_tasks::client::{Client, ClientConfig, Execution, TaskExecution as CoreExecution};
-use mcp_tasks::protocol::client::{CancelMode as CoreCancelMode, DriverConfig, Outcome as CoreOutcome};
-use mcp_tasks::protocol::{DetailedTask, RpcError, TaskStatus as CoreStatus};
+use mcp_tasks::client::{
+    Client, ClientOptions as CoreOptions, Execution as CoreExecutionKind, TaskExecution as CoreExecution,
+};
+use mcp_tasks::protocol::client::{
+    CancelMode as CoreCancelMode, InputRequest as CoreInputRequest, Outcome as CoreOutcome,
+};
+use mcp_tasks::protocol::{DetailedTask, ProtocolError, RpcError, TaskStatus as CoreStatus};
 use serde_json::Value;
 
 use crate::error::{TasksError, parse_json};
@@ -144,7 +148,7 @@ impl From<CancelMode> for CoreCancelMode {
     }
 }
 
-/// Options of [`TasksClient`].
+/// Options of [`TasksClient`]: core's `ClientOptions`; `None` takes core's default.
 #[derive(Clone, Debug, uniffi::Record)]
 pub struct ClientOptions {
     /// The Streamable HTTP endpoint.
@@ -157,35 +161,81 @@ pub struct ClientOptions {
     /// the app's Application Support directory.
     #[uniffi(default = None)]
     pub store: Option<String>,
-    /// `clientInfo` name and version sent in every request's `_meta`.
+    /// `clientInfo.name` sent in every request's `_meta` (default `mcp-tasks`).
     #[uniffi(default = None)]
     pub client_name: Option<String>,
-    /// `clientInfo.version`.
+    /// `clientInfo.version` (default the library's version).
     #[uniffi(default = None)]
     pub client_version: Option<String>,
-    /// Listen for `notifications/tasks` when the server offers it.
-    #[uniffi(default = true)]
-    pub notifications: bool,
+    /// Listen for `notifications/tasks` when the server offers it (default true).
+    #[uniffi(default = None)]
+    pub notifications: Option<bool>,
+    /// Poll interval when the server suggests none, in ms (default 1000).
+    #[uniffi(default = None)]
+    pub default_poll_ms: Option<u64>,
+    /// The shortest poll interval honoured, in ms (default 100).
+    #[uniffi(default = None)]
+    pub min_poll_ms: Option<u64>,
+    /// The most MRTR rounds one `call_tool` may take (default 8).
+    #[uniffi(default = None)]
+    pub max_input_rounds: Option<u64>,
+}
+
+impl From<ClientOptions> for CoreOptions {
+    fn from(o: ClientOptions) -> Self {
+        let mut headers: Vec<(String, String)> = o.headers.into_iter().collect();
+        headers.sort();
+        Self {
+            url: o.url,
+            headers,
+            store: o.store,
+            client_name: o.client_name,
+            client_version: o.client_version,
+            notifications: o.notifications,
+            default_poll_ms: o.default_poll_ms,
+            min_poll_ms: o.min_poll_ms,
+            max_input_rounds: o.max_input_rounds.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        }
+    }
+}
+
+/// One input request (core's `InputRequest`): the asking task (`None` for an MRTR round before
+/// any task), the key to answer, and the request's method and params.
+#[derive(Clone, Debug, PartialEq, uniffi::Record)]
+pub struct InputRequest {
+    /// The task asking, or `None` for a round before any task exists.
+    pub task_id: Option<String>,
+    /// The key the answer goes under.
+    pub key: String,
+    /// `elicitation/create`, `sampling/createMessage`, `roots/list`, ...
+    pub method: String,
+    /// The request's params, as JSON (`{}` when it has none).
+    pub params_json: String,
 }
 
 /// Answers the server's input requests (MRTR rounds before a task, and a task's input_required).
 /// Called on a background thread; return the response JSON, or `None` to leave the request open
-/// (a task's request can then be answered with [`TaskExecution::answer`]).
+/// (a task's request can then be answered with [`Execution::answer`]).
 #[uniffi::export(with_foreign)]
 pub trait InputHandler: Send + Sync {
-    /// `task_id` is `None` for an MRTR round; `request_json` is `{"method", "params"}`.
-    fn handle(&self, task_id: Option<String>, key: String, request_json: String) -> Option<String>;
+    /// Answers `request`.
+    fn handle(&self, request: InputRequest) -> Option<String>;
 }
 
 struct ForeignInput(Arc<dyn InputHandler>);
 
 #[async_trait]
 impl mcp_tasks::client::InputHandler for ForeignInput {
-    async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
+    async fn handle(&self, core: CoreInputRequest) -> Option<Value> {
         let handler = Arc::clone(&self.0);
-        let (task_id, key, request) = (task_id.map(str::to_owned), key.to_owned(), request.to_string());
+        let request = InputRequest {
+            task_id: core.task_id,
+            key: core.key,
+            method: core.method,
+            params_json: core.params.to_string(),
+        };
         // Foreign code may block (a prompt, a lock); keep it off the runtime's workers.
-        let answer = tokio::task::spawn_blocking(move || handler.handle(task_id, key, request)).await.ok()??;
+        let answer = tokio::task::spawn_blocking(move || handler.handle(request)).await.ok()??;
         serde_json::from_str(&answer).ok()
     }
 }
@@ -199,23 +249,98 @@ pub trait TaskListener: Send + Sync {
     fn on_finished(&self, outcome: Outcome);
 }
 
-/// What `call_tool` answered.
-// Crosses the FFI by value once per call; boxing the large variant would buy nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(uniffi::Enum)]
-pub enum CallResult {
+/// Whether a call answered at once or became a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, uniffi::Enum)]
+pub enum ExecutionKind {
     /// The tool answered at once (no task).
-    Immediate {
-        /// The `CallToolResult`, as JSON.
-        result_json: String,
-    },
+    Immediate,
     /// The server created a task, now followed.
-    Task {
-        /// The task as created.
-        created: TaskState,
-        /// The execution to await or observe.
-        execution: Arc<TaskExecution>,
-    },
+    Task,
+}
+
+/// What `call_tool` became, with the same face for both kinds: `result`, `value`, updates,
+/// `cancel` and `answer` (an immediate result has no updates, nothing to cancel and nothing to
+/// answer).
+#[derive(uniffi::Object)]
+pub struct Execution {
+    immediate: Option<Value>,
+    task: Option<Arc<TaskExecution>>,
+    created: Option<TaskState>,
+}
+
+#[uniffi::export(async_runtime = "tokio")]
+impl Execution {
+    /// Immediate or task.
+    pub fn kind(&self) -> ExecutionKind {
+        if self.task.is_some() { ExecutionKind::Task } else { ExecutionKind::Immediate }
+    }
+
+    /// The task id, or `None` for an immediate result.
+    pub fn task_id(&self) -> Option<String> {
+        self.task.as_ref().map(|t| t.task_id())
+    }
+
+    /// The task being followed, or `None` for an immediate result.
+    pub fn task(&self) -> Option<Arc<TaskExecution>> {
+        self.task.clone()
+    }
+
+    /// The task as created, or `None` for an immediate result.
+    pub fn created(&self) -> Option<TaskState> {
+        self.created.clone()
+    }
+
+    /// The immediate `CallToolResult` (JSON), or `None` for a task.
+    pub fn immediate_result_json(&self) -> Option<String> {
+        self.immediate.as_ref().map(Value::to_string)
+    }
+
+    /// The outcome (an immediate result is `Completed`).
+    pub async fn result(&self) -> Result<Outcome, TasksError> {
+        match (&self.task, &self.immediate) {
+            (Some(task), _) => task.result().await,
+            (None, Some(result)) => Ok(Outcome::Completed { result_json: result.to_string() }),
+            (None, None) => unreachable!("an execution is immediate or a task"),
+        }
+    }
+
+    /// The `CallToolResult` (JSON), or the typed error for a failed, cancelled, gone or expired
+    /// task (`TaskCancelledError`, ...).
+    pub async fn value_json(&self) -> Result<String, TasksError> {
+        match &self.task {
+            Some(task) => task.value_json().await,
+            None => Ok(self.immediate.as_ref().map(Value::to_string).unwrap_or_default()),
+        }
+    }
+
+    /// The next newer state of the task, or `None` once it has an outcome (at once for an
+    /// immediate result).
+    pub async fn next_update(&self) -> Option<TaskState> {
+        match &self.task {
+            Some(task) => task.next_update().await,
+            None => None,
+        }
+    }
+
+    /// Sends `tasks/cancel` (nothing to cancel for an immediate result).
+    pub fn cancel(&self, mode: CancelMode) -> Result<(), TasksError> {
+        match &self.task {
+            Some(task) => task.cancel(mode),
+            None => Ok(()),
+        }
+    }
+
+    /// Answers an input request left open; an immediate result asks nothing
+    /// (`InvalidParamsError`).
+    pub async fn answer(&self, key: String, response_json: String) -> Result<(), TasksError> {
+        match &self.task {
+            Some(task) => task.answer(key, response_json).await,
+            None => Err(ProtocolError::InvalidParams(format!(
+                "input key {key:?} was not requested: the call answered at once"
+            ))
+            .into()),
+        }
+    }
 }
 
 /// The tasks client for one Streamable HTTP endpoint.
@@ -229,20 +354,7 @@ impl TasksClient {
     /// Builds the client; `input_handler` answers input requests.
     #[uniffi::constructor(default(input_handler = None))]
     pub fn new(options: ClientOptions, input_handler: Option<Arc<dyn InputHandler>>) -> Result<Arc<Self>, TasksError> {
-        let mut builder = Client::http(options.url).config(ClientConfig {
-            driver: DriverConfig::default(),
-            notifications: options.notifications,
-            ..ClientConfig::default()
-        });
-        for (name, value) in &options.headers {
-            builder = builder.header(name, value);
-        }
-        if let Some(name) = &options.client_name {
-            builder = builder.client_info(name, options.client_version.as_deref().unwrap_or("0"));
-        }
-        if let Some(url) = options.store.as_deref() {
-            builder = builder.store_url(url)?;
-        }
+        let mut builder = CoreOptions::from(options).builder()?;
         if let Some(handler) = input_handler {
             builder = builder.input_handler(ForeignInput(handler));
         }
@@ -250,14 +362,15 @@ impl TasksClient {
     }
 
     /// Calls a tool (`arguments_json`: a JSON object): an immediate result, or a task to follow.
-    pub async fn call_tool(&self, name: String, arguments_json: String) -> Result<CallResult, TasksError> {
+    pub async fn call_tool(&self, name: String, arguments_json: String) -> Result<Arc<Execution>, TasksError> {
         let arguments = parse_json("arguments", &arguments_json)?;
-        Ok(match self.inner.call_tool(&name, arguments).await? {
-            Execution::Immediate(result) => CallResult::Immediate { result_json: result.to_string() },
-            Execution::Task(task) => {
-                CallResult::Task { created: TaskState::from(&task.latest()), execution: TaskExecution::new(task) }
+        Ok(Arc::new(match self.inner.call_tool(&name, arguments).await? {
+            CoreExecutionKind::Immediate(result) => Execution { immediate: Some(result), task: None, created: None },
+            CoreExecutionKind::Task(task) => {
+                let created = Some(TaskState::from(&task.latest()));
+                Execution { immediate: None, task: Some(TaskExecution::new(task)), created }
             }
-        })
+        }))
     }
 
     /// Re-attaches to every persisted task whose outcome was not delivered yet (after the app was
@@ -307,9 +420,17 @@ impl TaskExecution {
         Ok(self.inner.cancel(mode.into())?)
     }
 
-    /// Answers input request `key` with `response_json`.
-    pub fn answer(&self, key: String, response_json: String) -> Result<(), TasksError> {
-        Ok(self.inner.answer(&key, parse_json("response", &response_json)?)?)
+    /// The `CallToolResult` (JSON), or the typed error for a failed, cancelled, gone or expired
+    /// task (`TaskCancelledError`, ...). Marks the outcome delivered, as `result` does.
+    pub async fn value_json(&self) -> Result<String, TasksError> {
+        let outcome = self.inner.result().await?;
+        Ok(outcome.into_result(self.inner.task_id())?.to_string())
+    }
+
+    /// Answers input request `key` with `response_json`; a key the server never asked, one
+    /// already answered, or a finished task is `InvalidParamsError`.
+    pub async fn answer(&self, key: String, response_json: String) -> Result<(), TasksError> {
+        Ok(self.inner.answer(&key, parse_json("response", &response_json)?).await?)
     }
 
     /// Calls `listener` for every newer state and then the outcome, until the returned handle is

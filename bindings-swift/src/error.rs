@@ -1,51 +1,147 @@
-//! The one FFI error enum: every core error crosses as [`TasksError`], with its JSON-RPC code.
+//! The one FFI error enum: every core error crosses as [`TasksError`], whose variant is the class
+//! core names for it (one variant per row of `ERROR_CLASSES`, the same names as the Python and
+//! TypeScript classes), carrying an [`ErrorDetail`] with the code, data and cause chain.
 
 use mcp_tasks::client::ClientError;
-use mcp_tasks::protocol::ProtocolError;
+use mcp_tasks::protocol::client::OutcomeError;
+use mcp_tasks::protocol::{ERROR_CLASSES, ProtocolError};
 
-/// An error from a tasks server or from this client.
-#[derive(Debug, thiserror::Error, uniffi::Error)]
-pub enum TasksError {
-    /// The server answered with a JSON-RPC error (`code` as sent; `data_json` its `data`).
-    #[error("server error {code}: {message}")]
-    Server {
-        /// The JSON-RPC code.
-        code: i64,
-        /// The server's message.
-        message: String,
-        /// The error's `data`, as JSON.
-        data_json: Option<String>,
-    },
-    /// The call was refused locally: bad JSON, an unknown store, a cancel mode, a finished task
-    /// (code -32602 for misuse, -32603 for transport and store failures).
-    #[error("client error {code}: {message}")]
-    Client {
-        /// The JSON-RPC code this maps to.
-        code: i64,
-        /// What went wrong.
-        message: String,
-    },
+/// What every [`TasksError`] carries.
+#[derive(Clone, Debug, PartialEq, uniffi::Record)]
+pub struct ErrorDetail {
+    /// The class name (the variant's own name).
+    pub class_name: String,
+    /// The JSON-RPC code, when there is one (task outcomes have none).
+    pub code: Option<i64>,
+    /// What went wrong.
+    pub message: String,
+    /// The error's `data`, as JSON.
+    pub data_json: Option<String>,
+    /// The messages of the errors that caused it, outermost first.
+    pub causes: Vec<String>,
+}
+
+macro_rules! error_classes {
+    ($($name:ident),* $(,)?) => {
+        /// An error from a tasks server or from this library; the variant is its class.
+        #[derive(Debug, thiserror::Error, uniffi::Error)]
+        pub enum TasksError {
+            $(
+                #[allow(missing_docs)]
+                #[error("{}", detail.message)]
+                $name { detail: ErrorDetail },
+            )*
+        }
+
+        impl TasksError {
+            /// The variant for the class core names (`InternalError` for a name it does not know).
+            pub(crate) fn of_class(detail: ErrorDetail) -> Self {
+                match detail.class_name.as_str() {
+                    $(stringify!($name) => Self::$name { detail },)*
+                    _ => Self::InternalError { detail: ErrorDetail { class_name: "InternalError".into(), ..detail } },
+                }
+            }
+
+            /// The detail every variant carries.
+            pub fn detail(&self) -> &ErrorDetail {
+                match self {
+                    $(Self::$name { detail })|* => detail,
+                }
+            }
+
+            /// Every variant's name, in declaration order.
+            #[cfg(test)]
+            pub(crate) const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+        }
+    };
+}
+
+error_classes!(
+    McpTaskError,
+    ParseError,
+    InvalidRequestError,
+    RequestTooLargeError,
+    MethodNotFoundError,
+    InvalidParamsError,
+    TaskNotFoundError,
+    HeaderMismatchError,
+    MissingCapabilityError,
+    UnsupportedVersionError,
+    InternalError,
+    TransportError,
+    TaskCancelledError,
+    TaskGoneError,
+    TaskExpiredError,
+);
+
+fn detail(
+    class: &str,
+    code: Option<i64>,
+    message: String,
+    data_json: Option<String>,
+    causes: Vec<String>,
+) -> TasksError {
+    TasksError::of_class(ErrorDetail { class_name: class.to_owned(), code, message, data_json, causes })
 }
 
 impl From<ClientError> for TasksError {
     fn from(err: ClientError) -> Self {
-        match err {
-            ClientError::Rpc(rpc) => {
-                Self::Server { code: rpc.code, message: rpc.message, data_json: rpc.data.map(|d| d.to_string()) }
-            }
-            other => Self::Client { code: other.code(), message: other.to_string() },
+        match &err {
+            ClientError::Rpc(rpc) => detail(
+                err.class(),
+                Some(rpc.code),
+                rpc.message.clone(),
+                rpc.data.as_ref().map(|d| d.to_string()),
+                Vec::new(),
+            ),
+            other => detail(other.class(), Some(other.code()), other.to_string(), None, other.causes()),
         }
     }
 }
 
 impl From<ProtocolError> for TasksError {
     fn from(err: ProtocolError) -> Self {
-        Self::Client { code: err.code(), message: err.to_string() }
+        let rpc = err.to_rpc();
+        detail(err.class(), Some(rpc.code), rpc.message, rpc.data.map(|d| d.to_string()), Vec::new())
     }
+}
+
+impl From<Box<OutcomeError>> for TasksError {
+    fn from(err: Box<OutcomeError>) -> Self {
+        let err = *err;
+        detail(err.class, err.code, err.message, err.data.map(|d| d.to_string()), Vec::new())
+    }
+}
+
+/// Core's `ERROR_CLASSES` as JSON (`name`, `parent`, `code`, `pythonBuiltin`, `doc`), for the
+/// tests that compare them with this enum and the generated Swift.
+#[uniffi::export]
+pub fn error_classes_json() -> String {
+    let rows: Vec<serde_json::Value> = ERROR_CLASSES
+        .iter()
+        .map(|c| serde_json::json!({"name": c.name, "parent": c.parent, "code": c.code, "pythonBuiltin": c.python_builtin, "doc": c.doc}))
+        .collect();
+    serde_json::Value::Array(rows).to_string()
 }
 
 /// Parses a JSON argument; one that does not parse is -32602.
 pub(crate) fn parse_json(what: &str, text: &str) -> Result<serde_json::Value, TasksError> {
     serde_json::from_str(text)
         .map_err(|e| ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}")).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_variant_per_class_of_the_core_table() {
+        let table: Vec<&str> = ERROR_CLASSES.iter().map(|c| c.name).collect();
+        assert_eq!(TasksError::NAMES, table.as_slice());
+        for name in table {
+            let error = detail(name, None, "m".into(), None, Vec::new());
+            assert_eq!(error.detail().class_name, name);
+            assert_eq!(format!("{error:?}").split_whitespace().next(), Some(name), "{name} maps to its own variant");
+        }
+    }
 }

@@ -11,8 +11,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::http(url)
         .header("x-user", "alice") // sent on every request, e.g. Authorization
         .sqlite_store("client-tasks.db")? // task references survive a restart
-        .input_handler(input_fn(|_task, _key, request| async move {
-            println!("server asks: {request}");
+        .input_handler(input_fn(|request| async move {
+            println!("server asks ({}): {}", request.method, request.params);
             Some(json!({"action": "accept", "content": {"confirm": true}}))
         }))
         .build()?;

@@ -189,7 +189,11 @@ async fn two_keys_answered_in_two_updates() {
     while let Some(state) = updates.next().await {
         let Some(requests) = state.input_requests else { continue };
         if let Some(key) = requests.keys().find(|k| !answered.contains(*k)).cloned() {
-            execution.answer(&key, json!({"roots": [{"uri": format!("file:///{key}")}]})).unwrap();
+            // A key the server never asked is refused, not silently dropped.
+            let unknown = execution.answer("never-asked", json!({})).await.unwrap_err();
+            assert!(matches!(unknown, ClientError::Driver(_)), "{unknown:?}");
+            assert_eq!((unknown.code(), unknown.class()), (-32602, "InvalidParamsError"));
+            execution.answer(&key, json!({"roots": [{"uri": format!("file:///{key}")}]})).await.unwrap();
             answered.push(key);
         }
         if answered.len() == 2 {
@@ -197,6 +201,8 @@ async fn two_keys_answered_in_two_updates() {
         }
     }
     let outcome = execution.result().await.unwrap();
+    let late = execution.answer("k", json!({})).await.unwrap_err();
+    assert!(matches!(late, ClientError::Driver(_)), "answering a finished task: {late:?}");
     let answers: Value = serde_json::from_str(&text(&outcome)).unwrap();
     assert_eq!(answers["first"]["roots"][0]["uri"], "file:///first");
     assert_eq!(answers["second"]["roots"][0]["uri"], "file:///second");
@@ -209,8 +215,8 @@ async fn input_handler_answers_mrtr_rounds_and_task_requests() {
     let url = server().await;
     let client = Client::http(&url)
         .memory_store()
-        .input_handler(input_fn(|_task, key, _request| async move {
-            Some(match key.as_str() {
+        .input_handler(input_fn(|request| async move {
+            Some(match request.key.as_str() {
                 "name" => json!({"action": "accept", "content": {"name": "Ada"}}),
                 _ => json!({"roots": []}),
             })
@@ -399,4 +405,17 @@ async fn a_server_without_listen_is_asked_once() {
         assert_eq!(text(&execution.result().await.unwrap()), "slept 50 ms");
     }
     assert_eq!(listens.load(Ordering::SeqCst), 1, "one listen request for three tasks");
+}
+
+/// A transport failure keeps its cause chain (down to the OS error) and has its class.
+#[tokio::test]
+async fn a_transport_failure_keeps_its_causes() {
+    // Nothing listens on port 1 of the loopback: the connection is refused at once.
+    let client = Client::http("http://127.0.0.1:1/mcp").memory_store().build().unwrap();
+    let error = client.call_tool("anything", json!({})).await.unwrap_err();
+    assert!(matches!(error, ClientError::Transport { .. }), "{error:?}");
+    assert_eq!((error.code(), error.class()), (-32603, "TransportError"));
+    let causes = error.causes();
+    assert!(!causes.is_empty(), "no cause chain for {error}");
+    assert!(causes.iter().any(|c| c.to_lowercase().contains("refused")), "{causes:?}");
 }

@@ -76,10 +76,11 @@ async fn rust_client_answers_python_elicitations_and_mrtr() {
     let counter = asked.clone();
     let client = Client::http(&server.url)
         .memory_store()
-        .input_handler(input_fn(move |_task, key, request| {
+        .input_handler(input_fn(move |request| {
             counter.fetch_add(1, Ordering::SeqCst);
+            let key = request.key.clone();
             async move {
-                let message = request["params"]["message"].as_str().unwrap_or("").to_owned();
+                let message = request.params["message"].as_str().unwrap_or("").to_owned();
                 Some(if key == "user_name" {
                     json!({"action": "accept", "content": {"name": "Grace"}})
                 } else if message.starts_with("Delete") {

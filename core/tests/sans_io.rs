@@ -114,3 +114,14 @@ fn repository_stands_alone() {
     }
     assert!(checked > 50, "expected the repository's files under {}", root.display());
 }
+
+#[test]
+fn readme_error_class_table_is_the_code_table() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    for class in mcp_tasks::protocol::ERROR_CLASSES {
+        let parent = class.parent.map_or("–".to_owned(), |p| format!("`{p}`"));
+        let code = class.code.map_or("–".to_owned(), |c| c.to_string());
+        let line = format!("| `{}` | {parent} | {code} | {} |", class.name, class.doc);
+        assert!(readme.contains(&line), "README.md lacks the error-class row:\n{line}");
+    }
+}

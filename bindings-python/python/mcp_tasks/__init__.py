@@ -2,37 +2,25 @@
 durable Rust core."""
 
 from ._native import EXTENSION_ID, PROTOCOL_VERSION, __version__
-from .errors import (
-    HeaderMismatchError,
-    InternalError,
-    InvalidParamsError,
-    McpTaskError,
-    MethodNotFoundError,
-    MissingCapabilityError,
-    TaskNotFoundError,
-)
-from .client import Execution, Outcome, TaskExecution, TasksClient, TasksClientExtension
+from .errors import *  # noqa: F403  (one class per row of core's ERROR_CLASSES)
+from .errors import __all__ as _error_names
+from .client import Execution, InputRequest, Outcome, TaskExecution, TasksClient, TasksClientExtension
 from .server import CurrentTask, TaskConfig, TasksExtension, current_task, default_principal
 
 __all__ = [
     "CurrentTask",
     "EXTENSION_ID",
     "Execution",
+    "InputRequest",
     "Outcome",
     "TaskExecution",
     "TasksClient",
     "TasksClientExtension",
     "PROTOCOL_VERSION",
-    "HeaderMismatchError",
-    "InternalError",
-    "InvalidParamsError",
-    "McpTaskError",
-    "MethodNotFoundError",
-    "MissingCapabilityError",
     "TaskConfig",
-    "TaskNotFoundError",
     "TasksExtension",
     "__version__",
     "current_task",
     "default_principal",
 ]
+__all__ += _error_names

@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__"]
+__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "outcome_result"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -107,13 +107,8 @@ class Client:
 
     def __new__(
         cls,
-        url: str,
-        headers: list[tuple[str, str]] = ...,
-        store: str | None = None,
-        notifications: bool = True,
-        default_poll_ms: int = 1000,
-        min_poll_ms: int = 100,
-        input_handler: Callable[[str | None, str, dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None,
+        options: dict[str, Any],
+        input_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None,
     ) -> Client: ...
     def call_tool(
         self, name: str, arguments: dict[str, Any]
@@ -131,4 +126,8 @@ class TaskExecution:
     def next_update(self) -> Awaitable[dict[str, Any] | None]: ...
     def result(self) -> Awaitable[dict[str, Any]]: ...
     def cancel(self, mode: str = "stop") -> None: ...
-    def answer(self, key: str, response: dict[str, Any]) -> None: ...
+    def answer(self, key: str, response: dict[str, Any]) -> Awaitable[None]: ...
+
+def outcome_result(outcome: dict[str, Any], task_id: str) -> dict[str, Any]: ...
+
+ERROR_CLASSES: list[dict[str, Any]]

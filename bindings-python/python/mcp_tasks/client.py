@@ -1,33 +1,73 @@
 """A client for tasks servers, driven by the Rust core: polls at the server's pace, switches to
 ``subscriptions/listen`` notifications when offered, answers input requests, cancels, persists task
-references (SQLite by default) and re-attaches after a restart."""
+references (SQLite by default) and re-attaches after a restart.
+
+The face is the same in every language (``tests/api/manifest.json`` lists it): ``TasksClient``
+with core's ``ClientOptions``, ``call_tool`` returning an :class:`Execution` that has ``result``,
+``updates``, ``cancel`` and ``answer`` whatever its kind, one input-handler signature
+(:class:`InputRequest` in, a response or ``None`` out), and typed :class:`Outcome` s."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Result
 
 from . import _native
+from .errors import InvalidParamsError
 
-InputHandler = Callable[[str | None, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+CancelMode = Literal["stop", "observe"]
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    """One input request for the input handler: the asking task (``None`` for an MRTR round before
+    any task), the ``key`` to answer, and the request's ``method`` and ``params``."""
+
+    task_id: str | None
+    key: str
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+InputHandler = Callable[[InputRequest], Awaitable[Mapping[str, Any] | None]]
+"""``async (request) -> response | None``: ``None`` leaves the request open for ``answer()``."""
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a call ended: ``kind`` is completed, failed, cancelled, gone or expired."""
+    """How a call ended: ``kind`` is completed, failed, cancelled, gone or expired. ``result`` is
+    the ``CallToolResult`` of a completed call (a tool error too: ``is_error``), ``error`` the
+    JSON-RPC error object of a failed task. :meth:`unwrap` returns the result or raises the typed
+    error (``TaskCancelledError``, ``TaskGoneError``, ``TaskExpiredError``, or the failed task's
+    error class)."""
 
     kind: Literal["completed", "failed", "cancelled", "gone", "expired"]
-    result: dict[str, Any] | None = None
+    result: CallToolResult | None = None
     error: dict[str, Any] | None = None
+    task_id: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def unwrap(self) -> CallToolResult:
+        """The ``CallToolResult``, or raises the typed error core names for this outcome."""
+        result = _native.outcome_result(self.raw, self.task_id or "")
+        return CallToolResult.model_validate(result)
 
 
-def _outcome(data: dict[str, Any]) -> Outcome:
-    return Outcome(kind=data["kind"], result=data.get("result"), error=data.get("error"))
+def _outcome(data: dict[str, Any], task_id: str | None) -> Outcome:
+    result = data.get("result")
+    return Outcome(
+        kind=data["kind"],
+        result=CallToolResult.model_validate(result) if result is not None else None,
+        error=data.get("error"),
+        task_id=task_id,
+        raw=data,
+    )
 
 
 class TaskExecution:
@@ -51,37 +91,90 @@ class TaskExecution:
 
     async def result(self) -> Outcome:
         """Waits for the outcome (and marks it delivered, so ``resume_all`` will not repeat it)."""
-        return _outcome(await self._native.result())
+        return _outcome(await self._native.result(), self.task_id)
 
-    def cancel(self, mode: Literal["stop", "observe"] = "stop") -> None:
+    async def value(self) -> CallToolResult:
+        """The ``CallToolResult``, or raises the typed error for a failed, cancelled, gone or expired
+        task (``TaskCancelledError``, ...); marks the outcome delivered, as :meth:`result` does."""
+        return (await self.result()).unwrap()
+
+    def cancel(self, mode: CancelMode = "stop") -> None:
         """Sends ``tasks/cancel``; ``observe`` keeps following until the task is terminal."""
         self._native.cancel(mode)
 
-    def answer(self, key: str, response: Mapping[str, Any]) -> None:
-        """Answers input request ``key`` (sent with ``tasks/update``)."""
-        self._native.answer(key, dict(response))
+    async def answer(self, key: str, response: Mapping[str, Any]) -> None:
+        """Answers input request ``key`` (sent with ``tasks/update``); a key the server never asked,
+        one already answered, or a finished task raises ``InvalidParamsError``."""
+        await self._native.answer(key, dict(response))
 
 
-@dataclass(frozen=True)
 class Execution:
-    """What a ``tools/call`` became: an immediate result or a task."""
+    """What a ``tools/call`` became: ``kind`` ``"immediate"`` (the server answered at once) or
+    ``"task"``. Both kinds have ``result``, ``updates``, ``cancel`` and ``answer``; an immediate
+    execution has no updates, nothing to cancel, and nothing to answer."""
 
-    immediate: dict[str, Any] | None
-    task: TaskExecution | None
+    def __init__(self, immediate: dict[str, Any] | None, task: TaskExecution | None) -> None:
+        self.kind: Literal["immediate", "task"] = "task" if task is not None else "immediate"
+        self.immediate = immediate
+        self.task = task
+
+    @property
+    def task_id(self) -> str | None:
+        return self.task.task_id if self.task is not None else None
 
     async def result(self) -> Outcome:
         if self.task is not None:
             return await self.task.result()
-        return Outcome(kind="completed", result=self.immediate)
+        return _outcome({"kind": "completed", "result": self.immediate}, None)
+
+    async def value(self) -> CallToolResult:
+        """The ``CallToolResult``, or raises the typed error for a failed, cancelled, gone or
+        expired task."""
+        return (await self.result()).unwrap()
+
+    async def updates(self) -> AsyncIterator[dict[str, Any]]:
+        if self.task is not None:
+            async for state in self.task.updates():
+                yield state
+
+    def cancel(self, mode: CancelMode = "stop") -> None:
+        if self.task is not None:
+            self.task.cancel(mode)
+
+    async def answer(self, key: str, response: Mapping[str, Any]) -> None:
+        if self.task is None:
+            raise InvalidParamsError(None, f"input key {key!r} was not requested: the call answered at once")
+        await self.task.answer(key, response)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _wrap(handler: InputHandler | None) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None:
+    if handler is None:
+        return None
+
+    async def callback(request: dict[str, Any]) -> dict[str, Any] | None:
+        answer = await handler(
+            InputRequest(request["taskId"], request["key"], request["method"], request.get("params") or {})
+        )
+        return None if answer is None else dict(answer)
+
+    return callback
 
 
 class TasksClient:
     """A tasks client for one Streamable HTTP endpoint (MCP 2026-07-28).
 
-    ``store``: ``sqlite:///path``, ``memory://``, or None for the default SQLite file
-    (``$MCP_TASKS_CLIENT_DB`` or the XDG data dir). ``input_handler`` answers elicitation,
-    sampling and roots requests: ``async (task_id, key, request) -> response | None``; create the
-    client inside the event loop that should run it.
+    The keyword arguments are core's ``ClientOptions`` (absent ones take core's defaults):
+    ``headers`` sent with every request; ``store`` ``sqlite:///path``, ``memory://``, or None for
+    the default SQLite file (``$MCP_TASKS_CLIENT_DB`` or the XDG data dir); ``client_name`` and
+    ``client_version`` for ``clientInfo``; ``notifications`` (listen when offered, default True);
+    ``default_poll_ms`` (1000) and ``min_poll_ms`` (100); ``max_input_rounds`` (8 MRTR rounds).
+    ``input_handler`` answers elicitation, sampling and roots requests; create the client inside
+    the event loop that should run it.
     """
 
     def __init__(
@@ -90,28 +183,26 @@ class TasksClient:
         *,
         headers: Mapping[str, str] | None = None,
         store: str | None = None,
-        notifications: bool = True,
-        default_poll_ms: int = 1000,
-        min_poll_ms: int = 100,
+        client_name: str | None = None,
+        client_version: str | None = None,
+        notifications: bool | None = None,
+        default_poll_ms: int | None = None,
+        min_poll_ms: int | None = None,
+        max_input_rounds: int | None = None,
         input_handler: InputHandler | None = None,
     ) -> None:
-        callback = None
-        if input_handler is not None:
-            handler = input_handler
-
-            async def callback(task_id: str | None, key: str, request: dict[str, Any]) -> dict[str, Any] | None:
-                answer = await handler(task_id, key, request)
-                return None if answer is None else dict(answer)
-
-        self._native = _native.Client(
-            url,
-            headers=list((headers or {}).items()),
-            store=store,
-            notifications=notifications,
-            default_poll_ms=default_poll_ms,
-            min_poll_ms=min_poll_ms,
-            input_handler=callback,
-        )
+        given = {
+            "store": store,
+            "client_name": client_name,
+            "client_version": client_version,
+            "notifications": notifications,
+            "default_poll_ms": default_poll_ms,
+            "min_poll_ms": min_poll_ms,
+            "max_input_rounds": max_input_rounds,
+        }
+        options: dict[str, Any] = {"url": url, "headers": list((headers or {}).items())}
+        options.update({_camel(k): v for k, v in given.items() if v is not None})
+        self._native = _native.Client(options, _wrap(input_handler))
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Execution:
         """Calls a tool; MRTR rounds are answered by the input handler and retried."""
@@ -138,12 +229,24 @@ class CreateTaskResult(Result):
     poll_interval_ms: int | None = None
 
 
+OnCancel = Literal["cancel", "detach"]
+
+
 class TasksClientExtension(ClientExtension):
     """Makes ``mcp.Client.call_tool`` transparent for task results: the client declares the
     extension, and a ``CreateTaskResult`` is followed to its outcome by the Rust client (same
-    endpoint ``url`` and ``headers``), then returned as the ``CallToolResult``. A failed task
-    raises ``MCPError`` with its JSON-RPC error; cancelled, gone or expired tasks raise
-    ``MCPError`` -32603.
+    endpoint ``url`` and ``headers``), then returned as the ``CallToolResult``.
+
+    - A failed task raises its error's class (an ``McpTaskError``, itself an ``MCPError``); a
+      cancelled, gone or expired task raises ``TaskCancelledError``, ``TaskGoneError`` or
+      ``TaskExpiredError``.
+    - ``on_task(execution)`` is called with the :class:`TaskExecution` as soon as a call becomes
+      a task (its id, ``updates()``, ``cancel()``, ``answer()``); :attr:`running` holds the tasks
+      being awaited.
+    - Cancelling the coroutine awaiting ``call_tool`` (``on_cancel="cancel"``, the default) sends
+      ``tasks/cancel`` and waits up to ``cancel_timeout`` seconds for the server to acknowledge,
+      so the task neither runs on nor reappears in a later ``resume_all()``. With
+      ``on_cancel="detach"`` the task keeps running and its reference stays for ``resume_all()``.
 
     ``mcp.Client(url, extensions=[TasksClientExtension(url)])``
     """
@@ -156,9 +259,14 @@ class TasksClientExtension(ClientExtension):
         *,
         headers: Mapping[str, str] | None = None,
         store: str | None = None,
-        notifications: bool = True,
+        notifications: bool | None = None,
         input_handler: InputHandler | None = None,
+        on_task: Callable[[TaskExecution], object] | None = None,
+        on_cancel: OnCancel = "cancel",
+        cancel_timeout: float = 5.0,
     ) -> None:
+        if on_cancel not in ("cancel", "detach"):
+            raise ValueError(f"on_cancel={on_cancel!r}: use 'cancel' or 'detach'")
         self._options: dict[str, Any] = {
             "headers": headers,
             "store": store,
@@ -167,6 +275,10 @@ class TasksClientExtension(ClientExtension):
         }
         self._url = url
         self._client: TasksClient | None = None
+        self._on_task = on_task
+        self._on_cancel = on_cancel
+        self._cancel_timeout = cancel_timeout
+        self.running: dict[str, TaskExecution] = {}
 
     def settings(self) -> dict[str, Any]:
         return {}
@@ -183,19 +295,35 @@ class TasksClientExtension(ClientExtension):
 
     async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> CallToolResult:
         payload = created.model_dump(by_alias=True, mode="json")
-        native = await self.client._native.follow(payload, ctx.tool_name, {})
-        outcome = await TaskExecution(native).result()
-        if outcome.kind == "completed" and outcome.result is not None:
-            return CallToolResult.model_validate(outcome.result)
-        if outcome.kind == "failed" and outcome.error is not None:
-            raise MCPError(outcome.error["code"], outcome.error["message"], outcome.error.get("data"))
-        raise MCPError(-32603, f"task {created.task_id} ended {outcome.kind}")
+        execution = TaskExecution(await self.client._native.follow(payload, ctx.tool_name, {}))
+        self.running[execution.task_id] = execution
+        try:
+            if self._on_task is not None:
+                self._on_task(execution)
+            try:
+                outcome = await execution.result()
+            except asyncio.CancelledError:
+                if self._on_cancel == "cancel":
+                    await self._cancel(execution)
+                raise
+            return outcome.unwrap()
+        finally:
+            self.running.pop(execution.task_id, None)
+
+    async def _cancel(self, execution: TaskExecution) -> None:
+        # The caller is being cancelled: ask the server to cancel too, and take the outcome (which
+        # marks it delivered) once the cancel is acknowledged, within a bounded wait.
+        execution.cancel("stop")
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(execution.result()), timeout=self._cancel_timeout)
 
 
 __all__ = [
+    "CancelMode",
     "CreateTaskResult",
     "Execution",
     "InputHandler",
+    "InputRequest",
     "Outcome",
     "TaskExecution",
     "TasksClient",

@@ -24,7 +24,6 @@ from mcp_types import CallToolRequestParams, RequestParams, SubscriptionsListenR
 from pydantic import BaseModel, ConfigDict
 
 from . import _native
-from .errors import McpTaskError
 
 EXTENSION_ID: str = _native.EXTENSION_ID
 
@@ -69,11 +68,6 @@ def _to_wire(result: Any) -> dict[str, Any]:
     if isinstance(result, Mapping):
         return dict(result)
     raise TypeError(f"tool returned {type(result).__name__}, not a CallToolResult")
-
-
-def _rpc_error(error: McpTaskError) -> MCPError:
-    # Conversion only: code, message and data come from core.
-    return MCPError(error.code, error.message, error.data)
 
 
 def default_principal(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -234,10 +228,8 @@ class TasksExtension(Extension):
     # -- tasks/* ------------------------------------------------------------------------------
 
     async def _tasks_method(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams | None) -> dict[str, Any]:
-        try:
-            return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal(ctx))
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
+        # Core's errors are mcp MCPErrors (McpTaskError subclasses it): mcp answers them as they are.
+        return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal(ctx))
 
     # -- install: listen and the early routing of extension traffic ---------------------------
 
@@ -269,12 +261,9 @@ class TasksExtension(Extension):
         lowlevel.middleware.append(self._route_early)
 
     async def _open_listen(self, ctx: ServerRequestContext[Any, Any]) -> _native.Listen | None:
-        try:
-            return await self._server.listen(
-                ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), self._sdk_listen is not None
-            )
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
+        return await self._server.listen(
+            ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), self._sdk_listen is not None
+        )
 
     async def _route_early(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
         """The middleware of :meth:`install`: core decides the extension's traffic first."""
@@ -299,10 +288,7 @@ class TasksExtension(Extension):
         return await call_next(ctx)
 
     def _decide_tool_call(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        try:
-            return self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version)
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
+        return self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version)
 
     async def _stream(self, ctx: ServerRequestContext[Any, Any], stream: _native.Listen) -> dict[str, Any]:
         # Core frames every message (ack, notifications/tasks, the closing result); this only sends.
@@ -330,17 +316,14 @@ class TasksExtension(Extension):
             answer = await config.prepare(params, ctx)
             if answer is not None:
                 return answer
-        try:
-            ttl = config.ttl_ms
-            created, task = await self._engine.create_task(
-                self._principal(ctx),
-                params.name,
-                ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
-                unlimited_ttl=ttl is None,
-                poll_interval_ms=config.poll_interval_ms,
-            )
-        except McpTaskError as e:
-            raise _rpc_error(e) from e
+        ttl = config.ttl_ms
+        created, task = await self._engine.create_task(
+            self._principal(ctx),
+            params.name,
+            ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
+            unlimited_ttl=ttl is None,
+            poll_interval_ms=config.poll_interval_ms,
+        )
         session = ctx.session
         outbound = session._request_outbound  # type: ignore[attr-defined]
         if not isinstance(outbound, _TaskAwareOutbound):

@@ -22,19 +22,8 @@ public enum TaskStore: Sendable {
     }
 }
 
-/// One input request from the server: an MRTR round (`taskId == nil`) or a task's input_required.
-public struct InputRequest: Sendable {
-    /// The task asking, or `nil` for a round before any task exists.
-    public let taskId: String?
-    /// The key the answer goes under.
-    public let key: String
-    /// `elicitation/create`, `sampling/createMessage`, `roots/list`, ...
-    public let method: String
-    /// The request's params, as JSON.
-    public let paramsJSON: String
-}
-
-/// Adapts a closure to the generated `InputHandler` protocol. Called on a background thread.
+/// Adapts a closure to the generated `InputHandler` protocol. Called on a background thread with
+/// core's `InputRequest` (`taskId` is `nil` for an MRTR round before any task exists).
 final class ClosureInputHandler: InputHandler, @unchecked Sendable {
     private let body: @Sendable (InputRequest) -> [String: Any]?
 
@@ -42,19 +31,18 @@ final class ClosureInputHandler: InputHandler, @unchecked Sendable {
         self.body = body
     }
 
-    func handle(taskId: String?, key: String, requestJson: String) -> String? {
-        let request = (try? JSONSerialization.jsonObject(with: Data(requestJson.utf8))) as? [String: Any] ?? [:]
-        let params = request["params"].flatMap { try? JSONSerialization.data(withJSONObject: $0) } ?? Data("{}".utf8)
-        let asked = InputRequest(
-            taskId: taskId,
-            key: key,
-            method: request["method"] as? String ?? "",
-            paramsJSON: String(decoding: params, as: UTF8.self)
-        )
-        guard let answer = body(asked), let data = try? JSONSerialization.data(withJSONObject: answer) else {
-            return nil  // left open: answer later with TaskExecution.answer
+    func handle(request: InputRequest) -> String? {
+        guard let answer = body(request), let data = try? JSONSerialization.data(withJSONObject: answer) else {
+            return nil  // left open: answer later with Execution.answer
         }
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension InputRequest {
+    /// The request's params, decoded.
+    public var params: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(paramsJson.utf8))) as? [String: Any] ?? [:]
     }
 }
 
@@ -65,30 +53,24 @@ extension TasksClient {
         url: URL,
         headers: [String: String] = [:],
         store: TaskStore = .defaultFile,
-        notifications: Bool = true,
+        notifications: Bool? = nil,
         onInputRequest: (@Sendable (InputRequest) -> [String: Any]?)? = nil
     ) throws {
-        let options = ClientOptions(
-            url: url.absoluteString,
-            headers: headers,
-            store: store.url,
-            clientName: nil,
-            clientVersion: nil,
-            notifications: notifications
-        )
+        let options = ClientOptions(url: url.absoluteString, headers: headers, store: store.url, notifications: notifications)
         try self.init(options: options, inputHandler: onInputRequest.map { ClosureInputHandler($0) as InputHandler })
     }
 
     /// Calls a tool with JSON-serializable arguments.
-    public func callTool(_ name: String, arguments: [String: Any] = [:]) async throws -> CallResult {
+    public func callTool(_ name: String, arguments: [String: Any] = [:]) async throws -> Execution {
         let data = try JSONSerialization.data(withJSONObject: arguments)
         return try await callTool(name: name, argumentsJson: String(decoding: data, as: UTF8.self))
     }
 }
 
-extension TaskExecution {
-    /// Every newer state of the task (from polls and notifications), ending at its outcome.
-    /// Cancelling the iterating Swift task stops reading; the task itself keeps running.
+extension Execution {
+    /// Every newer state of the task (from polls and notifications), ending at its outcome; empty
+    /// for an immediate result. Cancelling the iterating Swift task stops reading; the task itself
+    /// keeps running.
     public var updates: AsyncStream<TaskState> {
         AsyncStream { continuation in
             let pump = Task {
@@ -102,9 +84,37 @@ extension TaskExecution {
     }
 
     /// Answers input request `key` with a response object.
-    public func answer(_ key: String, _ response: [String: Any]) throws {
+    public func answer(_ key: String, _ response: [String: Any]) async throws {
         let data = try JSONSerialization.data(withJSONObject: response)
-        try answer(key: key, responseJson: String(decoding: data, as: UTF8.self))
+        try await answer(key: key, responseJson: String(decoding: data, as: UTF8.self))
+    }
+
+    /// The `CallToolResult`, decoded; throws the typed error for a failed, cancelled, gone or
+    /// expired task (`TasksError.TaskCancelledError`, ...).
+    public func value() async throws -> [String: Any] {
+        let json = try await valueJson()
+        return (try JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] ?? [:]
+    }
+}
+
+extension TaskExecution {
+    /// Every newer state of the task (from polls and notifications), ending at its outcome.
+    public var updates: AsyncStream<TaskState> {
+        AsyncStream { continuation in
+            let pump = Task {
+                while let state = await self.nextUpdate() {
+                    continuation.yield(state)
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in pump.cancel() }
+        }
+    }
+
+    /// Answers input request `key` with a response object.
+    public func answer(_ key: String, _ response: [String: Any]) async throws {
+        let data = try JSONSerialization.data(withJSONObject: response)
+        try await answer(key: key, responseJson: String(decoding: data, as: UTF8.self))
     }
 }
 
@@ -117,11 +127,18 @@ extension Outcome {
 }
 
 extension TasksError {
-    /// The JSON-RPC error code.
-    public var code: Int64 {
+    /// The class, code, message, data and causes every case carries.
+    public var detail: ErrorDetail {
         switch self {
-        case .Server(let code, _, _): return code
-        case .Client(let code, _): return code
+        case .McpTaskError(let d), .ParseError(let d), .InvalidRequestError(let d), .RequestTooLargeError(let d),
+             .MethodNotFoundError(let d), .InvalidParamsError(let d), .TaskNotFoundError(let d),
+             .HeaderMismatchError(let d), .MissingCapabilityError(let d), .UnsupportedVersionError(let d),
+             .InternalError(let d), .TransportError(let d), .TaskCancelledError(let d), .TaskGoneError(let d),
+             .TaskExpiredError(let d):
+            return d
         }
     }
+
+    /// The JSON-RPC error code (-32603 for task outcomes, which have none).
+    public var code: Int64 { detail.code ?? -32603 }
 }

@@ -574,22 +574,343 @@ fileprivate struct FfiConverterString: FfiConverter {
 
 
 /**
+ * What `call_tool` became, with the same face for both kinds: `result`, `value`, updates,
+ * `cancel` and `answer` (an immediate result has no updates, nothing to cancel and nothing to
+ * answer).
+ */
+public protocol ExecutionProtocol: AnyObject, Sendable {
+    
+    /**
+     * Answers an input request left open; an immediate result asks nothing
+     * (`InvalidParamsError`).
+     */
+    func answer(key: String, responseJson: String) async throws 
+    
+    /**
+     * Sends `tasks/cancel` (nothing to cancel for an immediate result).
+     */
+    func cancel(mode: CancelMode) throws 
+    
+    /**
+     * The task as created, or `None` for an immediate result.
+     */
+    func created()  -> TaskState?
+    
+    /**
+     * The immediate `CallToolResult` (JSON), or `None` for a task.
+     */
+    func immediateResultJson()  -> String?
+    
+    /**
+     * Immediate or task.
+     */
+    func kind()  -> ExecutionKind
+    
+    /**
+     * The next newer state of the task, or `None` once it has an outcome (at once for an
+     * immediate result).
+     */
+    func nextUpdate() async  -> TaskState?
+    
+    /**
+     * The outcome (an immediate result is `Completed`).
+     */
+    func result() async throws  -> Outcome
+    
+    /**
+     * The task being followed, or `None` for an immediate result.
+     */
+    func task()  -> TaskExecution?
+    
+    /**
+     * The task id, or `None` for an immediate result.
+     */
+    func taskId()  -> String?
+    
+    /**
+     * The `CallToolResult` (JSON), or the typed error for a failed, cancelled, gone or expired
+     * task (`TaskCancelledError`, ...).
+     */
+    func valueJson() async throws  -> String
+    
+}
+/**
+ * What `call_tool` became, with the same face for both kinds: `result`, `value`, updates,
+ * `cancel` and `answer` (an immediate result has no updates, nothing to cancel and nothing to
+ * answer).
+ */
+open class Execution: ExecutionProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mcp_tasks_ffi_fn_clone_execution(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_mcp_tasks_ffi_fn_free_execution(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Answers an input request left open; an immediate result asks nothing
+     * (`InvalidParamsError`).
+     */
+open func answer(key: String, responseJson: String)async throws   {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_answer(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(key),FfiConverterString.lower(responseJson)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_void,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_void,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_void,
+            liftFunc: { $0 },
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
+     * Sends `tasks/cancel` (nothing to cancel for an immediate result).
+     */
+open func cancel(mode: CancelMode)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_execution_cancel(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeCancelMode_lower(mode),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * The task as created, or `None` for an immediate result.
+     */
+open func created() -> TaskState?  {
+    return try!  FfiConverterOptionTypeTaskState.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_execution_created(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The immediate `CallToolResult` (JSON), or `None` for a task.
+     */
+open func immediateResultJson() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_execution_immediate_result_json(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Immediate or task.
+     */
+open func kind() -> ExecutionKind  {
+    return try!  FfiConverterTypeExecutionKind_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_execution_kind(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The next newer state of the task, or `None` once it has an outcome (at once for an
+     * immediate result).
+     */
+open func nextUpdate()async  -> TaskState?  {
+    return
+        try!  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_next_update(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeTaskState.lift,
+            errorHandler: nil
+            
+        )
+}
+    
+    /**
+     * The outcome (an immediate result is `Completed`).
+     */
+open func result()async throws  -> Outcome  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_result(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeOutcome_lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
+     * The task being followed, or `None` for an immediate result.
+     */
+open func task() -> TaskExecution?  {
+    return try!  FfiConverterOptionTypeTaskExecution.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_execution_task(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The task id, or `None` for an immediate result.
+     */
+open func taskId() -> String?  {
+    return try!  FfiConverterOptionString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_execution_task_id(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The `CallToolResult` (JSON), or the typed error for a failed, cancelled, gone or expired
+     * task (`TaskCancelledError`, ...).
+     */
+open func valueJson()async throws  -> String  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_value_json(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterString.lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeExecution: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = Execution
+
+    public static func lift(_ handle: UInt64) throws -> Execution {
+        return Execution(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: Execution) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Execution {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: Execution, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeExecution_lift(_ handle: UInt64) throws -> Execution {
+    return try FfiConverterTypeExecution.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeExecution_lower(_ value: Execution) -> UInt64 {
+    return FfiConverterTypeExecution.lower(value)
+}
+
+
+
+
+
+
+/**
  * Answers the server's input requests (MRTR rounds before a task, and a task's input_required).
  * Called on a background thread; return the response JSON, or `None` to leave the request open
- * (a task's request can then be answered with [`TaskExecution::answer`]).
+ * (a task's request can then be answered with [`Execution::answer`]).
  */
 public protocol InputHandler: AnyObject, Sendable {
     
     /**
-     * `task_id` is `None` for an MRTR round; `request_json` is `{"method", "params"}`.
+     * Answers `request`.
      */
-    func handle(taskId: String?, key: String, requestJson: String)  -> String?
+    func handle(request: InputRequest)  -> String?
     
 }
 /**
  * Answers the server's input requests (MRTR rounds before a task, and a task's input_required).
  * Called on a background thread; return the response JSON, or `None` to leave the request open
- * (a task's request can then be answered with [`TaskExecution::answer`]).
+ * (a task's request can then be answered with [`Execution::answer`]).
  */
 open class InputHandlerImpl: InputHandler, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -645,16 +966,14 @@ open class InputHandlerImpl: InputHandler, @unchecked Sendable {
 
     
     /**
-     * `task_id` is `None` for an MRTR round; `request_json` is `{"method", "params"}`.
+     * Answers `request`.
      */
-open func handle(taskId: String?, key: String, requestJson: String) -> String?  {
+open func handle(request: InputRequest) -> String?  {
     return try!  FfiConverterOptionString.lift(try! rustCall() {
         uniffiCallStatus in
     uniffi_mcp_tasks_ffi_fn_method_inputhandler_handle(
             self.uniffiCloneHandle(),
-        FfiConverterOptionString.lower(taskId),
-        FfiConverterString.lower(key),
-        FfiConverterString.lower(requestJson),uniffiCallStatus
+        FfiConverterTypeInputRequest_lower(request),uniffiCallStatus
     )
 })
 }
@@ -689,9 +1008,7 @@ fileprivate struct UniffiCallbackInterfaceInputHandler {
         },
         handle: { (
             uniffiHandle: UInt64,
-            taskId: RustBuffer,
-            key: RustBuffer,
-            requestJson: RustBuffer,
+            request: RustBuffer,
             uniffiOutReturn: UnsafeMutablePointer<RustBuffer>,
             uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
         ) in
@@ -701,9 +1018,7 @@ fileprivate struct UniffiCallbackInterfaceInputHandler {
                     throw UniffiInternalError.unexpectedStaleHandle
                 }
                 return uniffiObj.handle(
-                     taskId: try FfiConverterOptionString.lift(taskId),
-                     key: try FfiConverterString.lift(key),
-                     requestJson: try FfiConverterString.lift(requestJson)
+                     request: try FfiConverterTypeInputRequest_lift(request)
                 )
             }
 
@@ -1317,9 +1632,10 @@ public func FfiConverterTypeTaskDriver_lower(_ value: TaskDriver) -> UInt64 {
 public protocol TaskExecutionProtocol: AnyObject, Sendable {
     
     /**
-     * Answers input request `key` with `response_json`.
+     * Answers input request `key` with `response_json`; a key the server never asked, one
+     * already answered, or a finished task is `InvalidParamsError`.
      */
-    func answer(key: String, responseJson: String) throws 
+    func answer(key: String, responseJson: String) async throws 
     
     /**
      * Sends `tasks/cancel`.
@@ -1351,6 +1667,12 @@ public protocol TaskExecutionProtocol: AnyObject, Sendable {
      * The task id.
      */
     func taskId()  -> String
+    
+    /**
+     * The `CallToolResult` (JSON), or the typed error for a failed, cancelled, gone or expired
+     * task (`TaskCancelledError`, ...). Marks the outcome delivered, as `result` does.
+     */
+    func valueJson() async throws  -> String
     
 }
 /**
@@ -1411,16 +1733,23 @@ open class TaskExecution: TaskExecutionProtocol, @unchecked Sendable {
 
     
     /**
-     * Answers input request `key` with `response_json`.
+     * Answers input request `key` with `response_json`; a key the server never asked, one
+     * already answered, or a finished task is `InvalidParamsError`.
      */
-open func answer(key: String, responseJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
-        uniffiCallStatus in
-    uniffi_mcp_tasks_ffi_fn_method_taskexecution_answer(
-            self.uniffiCloneHandle(),
-        FfiConverterString.lower(key),
-        FfiConverterString.lower(responseJson),uniffiCallStatus
-    )
-}
+open func answer(key: String, responseJson: String)async throws   {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_taskexecution_answer(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(key),FfiConverterString.lower(responseJson)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_void,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_void,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_void,
+            liftFunc: { $0 },
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
 }
     
     /**
@@ -1510,6 +1839,26 @@ open func taskId() -> String  {
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * The `CallToolResult` (JSON), or the typed error for a failed, cancelled, gone or expired
+     * task (`TaskCancelledError`, ...). Marks the outcome delivered, as `result` does.
+     */
+open func valueJson()async throws  -> String  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_taskexecution_value_json(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterString.lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
 }
     
 
@@ -1821,7 +2170,7 @@ public protocol TasksClientProtocol: AnyObject, Sendable {
     /**
      * Calls a tool (`arguments_json`: a JSON object): an immediate result, or a task to follow.
      */
-    func callTool(name: String, argumentsJson: String) async throws  -> CallResult
+    func callTool(name: String, argumentsJson: String) async throws  -> Execution
     
     /**
      * Re-attaches to every persisted task whose outcome was not delivered yet (after the app was
@@ -1902,7 +2251,7 @@ public convenience init(options: ClientOptions, inputHandler: InputHandler? = ni
     /**
      * Calls a tool (`arguments_json`: a JSON object): an immediate result, or a task to follow.
      */
-open func callTool(name: String, argumentsJson: String)async throws  -> CallResult  {
+open func callTool(name: String, argumentsJson: String)async throws  -> Execution  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
@@ -1910,10 +2259,10 @@ open func callTool(name: String, argumentsJson: String)async throws  -> CallResu
                         self.uniffiCloneHandle(),FfiConverterString.lower(name),FfiConverterString.lower(argumentsJson)
                 )
             },
-            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
-            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
-            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
-            liftFunc: FfiConverterTypeCallResult_lift,
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_u64,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_u64,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_u64,
+            liftFunc: FfiConverterTypeExecution_lift,
             errorHandler: FfiConverterTypeTasksError_lift
         )
 }
@@ -1987,7 +2336,7 @@ public func FfiConverterTypeTasksClient_lower(_ value: TasksClient) -> UInt64 {
 
 
 /**
- * Options of [`TasksClient`].
+ * Options of [`TasksClient`]: core's `ClientOptions`; `None` takes core's default.
  */
 public struct ClientOptions: Equatable, Hashable {
     /**
@@ -2005,17 +2354,29 @@ public struct ClientOptions: Equatable, Hashable {
      */
     public var store: String?
     /**
-     * `clientInfo` name and version sent in every request's `_meta`.
+     * `clientInfo.name` sent in every request's `_meta` (default `mcp-tasks`).
      */
     public var clientName: String?
     /**
-     * `clientInfo.version`.
+     * `clientInfo.version` (default the library's version).
      */
     public var clientVersion: String?
     /**
-     * Listen for `notifications/tasks` when the server offers it.
+     * Listen for `notifications/tasks` when the server offers it (default true).
      */
-    public var notifications: Bool
+    public var notifications: Bool?
+    /**
+     * Poll interval when the server suggests none, in ms (default 1000).
+     */
+    public var defaultPollMs: UInt64?
+    /**
+     * The shortest poll interval honoured, in ms (default 100).
+     */
+    public var minPollMs: UInt64?
+    /**
+     * The most MRTR rounds one `call_tool` may take (default 8).
+     */
+    public var maxInputRounds: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2032,20 +2393,32 @@ public struct ClientOptions: Equatable, Hashable {
          * the app's Application Support directory.
          */store: String? = nil, 
         /**
-         * `clientInfo` name and version sent in every request's `_meta`.
+         * `clientInfo.name` sent in every request's `_meta` (default `mcp-tasks`).
          */clientName: String? = nil, 
         /**
-         * `clientInfo.version`.
+         * `clientInfo.version` (default the library's version).
          */clientVersion: String? = nil, 
         /**
-         * Listen for `notifications/tasks` when the server offers it.
-         */notifications: Bool = true) {
+         * Listen for `notifications/tasks` when the server offers it (default true).
+         */notifications: Bool? = nil, 
+        /**
+         * Poll interval when the server suggests none, in ms (default 1000).
+         */defaultPollMs: UInt64? = nil, 
+        /**
+         * The shortest poll interval honoured, in ms (default 100).
+         */minPollMs: UInt64? = nil, 
+        /**
+         * The most MRTR rounds one `call_tool` may take (default 8).
+         */maxInputRounds: UInt64? = nil) {
         self.url = url
         self.headers = headers
         self.store = store
         self.clientName = clientName
         self.clientVersion = clientVersion
         self.notifications = notifications
+        self.defaultPollMs = defaultPollMs
+        self.minPollMs = minPollMs
+        self.maxInputRounds = maxInputRounds
     }
 
     
@@ -2069,7 +2442,10 @@ public struct FfiConverterTypeClientOptions: FfiConverterRustBuffer {
                 store: FfiConverterOptionString.read(from: &buf), 
                 clientName: FfiConverterOptionString.read(from: &buf), 
                 clientVersion: FfiConverterOptionString.read(from: &buf), 
-                notifications: FfiConverterBool.read(from: &buf)
+                notifications: FfiConverterOptionBool.read(from: &buf), 
+                defaultPollMs: FfiConverterOptionUInt64.read(from: &buf), 
+                minPollMs: FfiConverterOptionUInt64.read(from: &buf), 
+                maxInputRounds: FfiConverterOptionUInt64.read(from: &buf)
         )
     }
 
@@ -2079,7 +2455,10 @@ public struct FfiConverterTypeClientOptions: FfiConverterRustBuffer {
         FfiConverterOptionString.write(value.store, into: &buf)
         FfiConverterOptionString.write(value.clientName, into: &buf)
         FfiConverterOptionString.write(value.clientVersion, into: &buf)
-        FfiConverterBool.write(value.notifications, into: &buf)
+        FfiConverterOptionBool.write(value.notifications, into: &buf)
+        FfiConverterOptionUInt64.write(value.defaultPollMs, into: &buf)
+        FfiConverterOptionUInt64.write(value.minPollMs, into: &buf)
+        FfiConverterOptionUInt64.write(value.maxInputRounds, into: &buf)
     }
 }
 
@@ -2096,6 +2475,195 @@ public func FfiConverterTypeClientOptions_lift(_ buf: RustBuffer) throws -> Clie
 #endif
 public func FfiConverterTypeClientOptions_lower(_ value: ClientOptions) -> RustBuffer {
     return FfiConverterTypeClientOptions.lower(value)
+}
+
+
+/**
+ * What every [`TasksError`] carries.
+ */
+public struct ErrorDetail: Equatable, Hashable {
+    /**
+     * The class name (the variant's own name).
+     */
+    public var className: String
+    /**
+     * The JSON-RPC code, when there is one (task outcomes have none).
+     */
+    public var code: Int64?
+    /**
+     * What went wrong.
+     */
+    public var message: String
+    /**
+     * The error's `data`, as JSON.
+     */
+    public var dataJson: String?
+    /**
+     * The messages of the errors that caused it, outermost first.
+     */
+    public var causes: [String]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The class name (the variant's own name).
+         */className: String, 
+        /**
+         * The JSON-RPC code, when there is one (task outcomes have none).
+         */code: Int64?, 
+        /**
+         * What went wrong.
+         */message: String, 
+        /**
+         * The error's `data`, as JSON.
+         */dataJson: String?, 
+        /**
+         * The messages of the errors that caused it, outermost first.
+         */causes: [String]) {
+        self.className = className
+        self.code = code
+        self.message = message
+        self.dataJson = dataJson
+        self.causes = causes
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ErrorDetail: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeErrorDetail: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ErrorDetail {
+        return
+            try ErrorDetail(
+                className: FfiConverterString.read(from: &buf), 
+                code: FfiConverterOptionInt64.read(from: &buf), 
+                message: FfiConverterString.read(from: &buf), 
+                dataJson: FfiConverterOptionString.read(from: &buf), 
+                causes: FfiConverterSequenceString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ErrorDetail, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.className, into: &buf)
+        FfiConverterOptionInt64.write(value.code, into: &buf)
+        FfiConverterString.write(value.message, into: &buf)
+        FfiConverterOptionString.write(value.dataJson, into: &buf)
+        FfiConverterSequenceString.write(value.causes, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeErrorDetail_lift(_ buf: RustBuffer) throws -> ErrorDetail {
+    return try FfiConverterTypeErrorDetail.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeErrorDetail_lower(_ value: ErrorDetail) -> RustBuffer {
+    return FfiConverterTypeErrorDetail.lower(value)
+}
+
+
+/**
+ * One input request (core's `InputRequest`): the asking task (`None` for an MRTR round before
+ * any task), the key to answer, and the request's method and params.
+ */
+public struct InputRequest: Equatable, Hashable {
+    /**
+     * The task asking, or `None` for a round before any task exists.
+     */
+    public var taskId: String?
+    /**
+     * The key the answer goes under.
+     */
+    public var key: String
+    /**
+     * `elicitation/create`, `sampling/createMessage`, `roots/list`, ...
+     */
+    public var method: String
+    /**
+     * The request's params, as JSON (`{}` when it has none).
+     */
+    public var paramsJson: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The task asking, or `None` for a round before any task exists.
+         */taskId: String?, 
+        /**
+         * The key the answer goes under.
+         */key: String, 
+        /**
+         * `elicitation/create`, `sampling/createMessage`, `roots/list`, ...
+         */method: String, 
+        /**
+         * The request's params, as JSON (`{}` when it has none).
+         */paramsJson: String) {
+        self.taskId = taskId
+        self.key = key
+        self.method = method
+        self.paramsJson = paramsJson
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension InputRequest: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeInputRequest: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> InputRequest {
+        return
+            try InputRequest(
+                taskId: FfiConverterOptionString.read(from: &buf), 
+                key: FfiConverterString.read(from: &buf), 
+                method: FfiConverterString.read(from: &buf), 
+                paramsJson: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: InputRequest, into buf: inout [UInt8]) {
+        FfiConverterOptionString.write(value.taskId, into: &buf)
+        FfiConverterString.write(value.key, into: &buf)
+        FfiConverterString.write(value.method, into: &buf)
+        FfiConverterString.write(value.paramsJson, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeInputRequest_lift(_ buf: RustBuffer) throws -> InputRequest {
+    return try FfiConverterTypeInputRequest.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeInputRequest_lower(_ value: InputRequest) -> RustBuffer {
+    return FfiConverterTypeInputRequest.lower(value)
 }
 
 
@@ -2328,97 +2896,6 @@ public func FfiConverterTypeTaskState_lower(_ value: TaskState) -> RustBuffer {
 
 
 /**
- * What `call_tool` answered.
- */
-
-public enum CallResult {
-    
-    /**
-     * The tool answered at once (no task).
-     */
-    case immediate(
-        /**
-         * The `CallToolResult`, as JSON.
-         */resultJson: String
-    )
-    /**
-     * The server created a task, now followed.
-     */
-    case task(
-        /**
-         * The task as created.
-         */created: TaskState, 
-        /**
-         * The execution to await or observe.
-         */execution: TaskExecution
-    )
-
-
-
-
-
-}
-
-#if compiler(>=6)
-extension CallResult: Sendable {}
-#endif
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public struct FfiConverterTypeCallResult: FfiConverterRustBuffer {
-    typealias SwiftType = CallResult
-
-    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CallResult {
-        let variant: Int32 = try readInt(&buf)
-        switch variant {
-        
-        case 1: return .immediate(resultJson: try FfiConverterString.read(from: &buf)
-        )
-        
-        case 2: return .task(created: try FfiConverterTypeTaskState.read(from: &buf), execution: try FfiConverterTypeTaskExecution.read(from: &buf)
-        )
-        
-        default: throw UniffiInternalError.unexpectedEnumCase
-        }
-    }
-
-    public static func write(_ value: CallResult, into buf: inout [UInt8]) {
-        switch value {
-        
-        
-        case let .immediate(resultJson):
-            writeInt(&buf, Int32(1))
-            FfiConverterString.write(resultJson, into: &buf)
-            
-        
-        case let .task(created,execution):
-            writeInt(&buf, Int32(2))
-            FfiConverterTypeTaskState.write(created, into: &buf)
-            FfiConverterTypeTaskExecution.write(execution, into: &buf)
-            
-        }
-    }
-}
-
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeCallResult_lift(_ buf: RustBuffer) throws -> CallResult {
-    return try FfiConverterTypeCallResult.lift(buf)
-}
-
-#if swift(>=5.8)
-@_documentation(visibility: private)
-#endif
-public func FfiConverterTypeCallResult_lower(_ value: CallResult) -> RustBuffer {
-    return FfiConverterTypeCallResult.lower(value)
-}
-
-
-
-/**
  * How `cancel` behaves.
  */
 
@@ -2489,6 +2966,81 @@ public func FfiConverterTypeCancelMode_lift(_ buf: RustBuffer) throws -> CancelM
 #endif
 public func FfiConverterTypeCancelMode_lower(_ value: CancelMode) -> RustBuffer {
     return FfiConverterTypeCancelMode.lower(value)
+}
+
+
+
+/**
+ * Whether a call answered at once or became a task.
+ */
+
+public enum ExecutionKind: Equatable, Hashable {
+    
+    /**
+     * The tool answered at once (no task).
+     */
+    case immediate
+    /**
+     * The server created a task, now followed.
+     */
+    case task
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension ExecutionKind: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeExecutionKind: FfiConverterRustBuffer {
+    typealias SwiftType = ExecutionKind
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ExecutionKind {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .immediate
+        
+        case 2: return .task
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: ExecutionKind, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .immediate:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .task:
+            writeInt(&buf, Int32(2))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeExecutionKind_lift(_ buf: RustBuffer) throws -> ExecutionKind {
+    return try FfiConverterTypeExecutionKind.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeExecutionKind_lower(_ value: ExecutionKind) -> RustBuffer {
+    return FfiConverterTypeExecutionKind.lower(value)
 }
 
 
@@ -2716,38 +3268,42 @@ public func FfiConverterTypeTaskStatus_lower(_ value: TaskStatus) -> RustBuffer 
 
 
 /**
- * An error from a tasks server or from this client.
+ * An error from a tasks server or from this library; the variant is its class.
  */
 public 
 enum TasksError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
 
     
     
-    /**
-     * The server answered with a JSON-RPC error (`code` as sent; `data_json` its `data`).
-     */
-    case Server(
-        /**
-         * The JSON-RPC code.
-         */code: Int64, 
-        /**
-         * The server's message.
-         */message: String, 
-        /**
-         * The error's `data`, as JSON.
-         */dataJson: String?
+    case McpTaskError(detail: ErrorDetail
     )
-    /**
-     * The call was refused locally: bad JSON, an unknown store, a cancel mode, a finished task
-     * (code -32602 for misuse, -32603 for transport and store failures).
-     */
-    case Client(
-        /**
-         * The JSON-RPC code this maps to.
-         */code: Int64, 
-        /**
-         * What went wrong.
-         */message: String
+    case ParseError(detail: ErrorDetail
+    )
+    case InvalidRequestError(detail: ErrorDetail
+    )
+    case RequestTooLargeError(detail: ErrorDetail
+    )
+    case MethodNotFoundError(detail: ErrorDetail
+    )
+    case InvalidParamsError(detail: ErrorDetail
+    )
+    case TaskNotFoundError(detail: ErrorDetail
+    )
+    case HeaderMismatchError(detail: ErrorDetail
+    )
+    case MissingCapabilityError(detail: ErrorDetail
+    )
+    case UnsupportedVersionError(detail: ErrorDetail
+    )
+    case InternalError(detail: ErrorDetail
+    )
+    case TransportError(detail: ErrorDetail
+    )
+    case TaskCancelledError(detail: ErrorDetail
+    )
+    case TaskGoneError(detail: ErrorDetail
+    )
+    case TaskExpiredError(detail: ErrorDetail
     )
 
     
@@ -2778,14 +3334,50 @@ public struct FfiConverterTypeTasksError: FfiConverterRustBuffer {
         
 
         
-        case 1: return .Server(
-            code: try FfiConverterInt64.read(from: &buf), 
-            message: try FfiConverterString.read(from: &buf), 
-            dataJson: try FfiConverterOptionString.read(from: &buf)
+        case 1: return .McpTaskError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
-        case 2: return .Client(
-            code: try FfiConverterInt64.read(from: &buf), 
-            message: try FfiConverterString.read(from: &buf)
+        case 2: return .ParseError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 3: return .InvalidRequestError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 4: return .RequestTooLargeError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 5: return .MethodNotFoundError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 6: return .InvalidParamsError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 7: return .TaskNotFoundError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 8: return .HeaderMismatchError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 9: return .MissingCapabilityError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 10: return .UnsupportedVersionError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 11: return .InternalError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 12: return .TransportError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 13: return .TaskCancelledError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 14: return .TaskGoneError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 15: return .TaskExpiredError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
 
          default: throw UniffiInternalError.unexpectedEnumCase
@@ -2799,17 +3391,79 @@ public struct FfiConverterTypeTasksError: FfiConverterRustBuffer {
 
         
         
-        case let .Server(code,message,dataJson):
+        case let .McpTaskError(detail):
             writeInt(&buf, Int32(1))
-            FfiConverterInt64.write(code, into: &buf)
-            FfiConverterString.write(message, into: &buf)
-            FfiConverterOptionString.write(dataJson, into: &buf)
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         
-        case let .Client(code,message):
+        case let .ParseError(detail):
             writeInt(&buf, Int32(2))
-            FfiConverterInt64.write(code, into: &buf)
-            FfiConverterString.write(message, into: &buf)
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .InvalidRequestError(detail):
+            writeInt(&buf, Int32(3))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .RequestTooLargeError(detail):
+            writeInt(&buf, Int32(4))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .MethodNotFoundError(detail):
+            writeInt(&buf, Int32(5))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .InvalidParamsError(detail):
+            writeInt(&buf, Int32(6))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .TaskNotFoundError(detail):
+            writeInt(&buf, Int32(7))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .HeaderMismatchError(detail):
+            writeInt(&buf, Int32(8))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .MissingCapabilityError(detail):
+            writeInt(&buf, Int32(9))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .UnsupportedVersionError(detail):
+            writeInt(&buf, Int32(10))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .InternalError(detail):
+            writeInt(&buf, Int32(11))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .TransportError(detail):
+            writeInt(&buf, Int32(12))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .TaskCancelledError(detail):
+            writeInt(&buf, Int32(13))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .TaskGoneError(detail):
+            writeInt(&buf, Int32(14))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .TaskExpiredError(detail):
+            writeInt(&buf, Int32(15))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         }
     }
@@ -2849,6 +3503,54 @@ fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterUInt64.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionInt64: FfiConverterRustBuffer {
+    typealias SwiftType = Int64?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterInt64.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterInt64.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionBool: FfiConverterRustBuffer {
+    typealias SwiftType = Bool?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterBool.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterBool.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -2905,6 +3607,30 @@ fileprivate struct FfiConverterOptionTypeInputHandler: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeTaskExecution: FfiConverterRustBuffer {
+    typealias SwiftType = TaskExecution?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeTaskExecution.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeTaskExecution.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeTaskError: FfiConverterRustBuffer {
     typealias SwiftType = TaskError?
 
@@ -2947,6 +3673,31 @@ fileprivate struct FfiConverterOptionTypeTaskState: FfiConverterRustBuffer {
         case 1: return try FfiConverterTypeTaskState.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
+    typealias SwiftType = [String]
+
+    public static func write(_ value: [String], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterString.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [String] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [String]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterString.read(from: &buf))
+        }
+        return seq
     }
 }
 
@@ -3069,6 +3820,17 @@ public func protocolVersion() -> String  {
 })
 }
 /**
+ * Core's `ERROR_CLASSES` as JSON (`name`, `parent`, `code`, `pythonBuiltin`, `doc`), for the
+ * tests that compare them with this enum and the generated Swift.
+ */
+public func errorClassesJson() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_func_error_classes_json(uniffiCallStatus
+    )
+})
+}
+/**
  * Classifies a `tools/call` result (JSON); `declared` says whether the request declared the
  * tasks extension. Returns JSON `{"kind": "complete" | "input_required" | "task", ...}`; a task
  * answer to a non-declaring request, an unknown `resultType` or a malformed task is an error
@@ -3105,16 +3867,49 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_func_protocol_version() != 12312) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_func_error_classes_json() != 43126) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_func_classify_tools_call() != 30219) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle() != 32194) {
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_answer() != 40777) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_cancel() != 55564) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_created() != 35751) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_immediate_result_json() != 35991) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_kind() != 9647) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_next_update() != 49043) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_result() != 38569) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_task() != 51564) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_task_id() != 2227) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_value_json() != 46176) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle() != 31887) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_observationhandle_cancel() != 22970) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_answer() != 56081) {
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_answer() != 49659) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_cancel() != 63952) {
@@ -3135,13 +3930,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_task_id() != 27036) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_value_json() != 49724) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasklistener_on_update() != 48483) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasklistener_on_finished() != 51066) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool() != 65132) {
+    if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool() != 33376) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_resume_all() != 7481) {

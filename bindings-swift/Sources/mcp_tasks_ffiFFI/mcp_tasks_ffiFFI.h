@@ -245,7 +245,7 @@ typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureRes
 #endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_INPUT_HANDLER_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_INPUT_HANDLER_METHOD0
-typedef void (*UniffiCallbackInterfaceInputHandlerMethod0)(uint64_t, RustBuffer, RustBuffer, RustBuffer, RustBuffer* _Nonnull, 
+typedef void (*UniffiCallbackInterfaceInputHandlerMethod0)(uint64_t, RustBuffer, RustBuffer* _Nonnull, 
         RustCallStatus *_Nonnull uniffiCallStatus
     );
 
@@ -283,6 +283,66 @@ typedef struct UniffiVTableCallbackInterfaceTaskListener {
 } UniffiVTableCallbackInterfaceTaskListener;
 
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_EXECUTION
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_EXECUTION
+uint64_t uniffi_mcp_tasks_ffi_fn_clone_execution(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FREE_EXECUTION
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FREE_EXECUTION
+void uniffi_mcp_tasks_ffi_fn_free_execution(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_ANSWER
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_ANSWER
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_answer(uint64_t ptr, RustBuffer key, RustBuffer response_json
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_CANCEL
+void uniffi_mcp_tasks_ffi_fn_method_execution_cancel(uint64_t ptr, RustBuffer mode, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_CREATED
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_CREATED
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_created(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_IMMEDIATE_RESULT_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_IMMEDIATE_RESULT_JSON
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_immediate_result_json(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_KIND
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_KIND
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_kind(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_NEXT_UPDATE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_NEXT_UPDATE
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_next_update(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_result(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_TASK
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_TASK
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_task(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_TASK_ID
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_TASK_ID
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_task_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_value_json(uint64_t ptr
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_INPUTHANDLER
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_INPUTHANDLER
 uint64_t uniffi_mcp_tasks_ffi_fn_clone_inputhandler(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -300,7 +360,7 @@ void uniffi_mcp_tasks_ffi_fn_init_callback_vtable_inputhandler(const UniffiVTabl
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INPUTHANDLER_HANDLE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INPUTHANDLER_HANDLE
-RustBuffer uniffi_mcp_tasks_ffi_fn_method_inputhandler_handle(uint64_t ptr, RustBuffer task_id, RustBuffer key, RustBuffer request_json, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_mcp_tasks_ffi_fn_method_inputhandler_handle(uint64_t ptr, RustBuffer request, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_OBSERVATIONHANDLE
@@ -330,7 +390,7 @@ void uniffi_mcp_tasks_ffi_fn_free_taskexecution(uint64_t handle, RustCallStatus 
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_ANSWER
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_ANSWER
-void uniffi_mcp_tasks_ffi_fn_method_taskexecution_answer(uint64_t ptr, RustBuffer key, RustBuffer response_json, RustCallStatus *_Nonnull out_status
+uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_answer(uint64_t ptr, RustBuffer key, RustBuffer response_json
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_CANCEL
@@ -361,6 +421,11 @@ uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_result(uint64_t ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_TASK_ID
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_TASK_ID
 RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskexecution_task_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_VALUE_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_VALUE_JSON
+uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_value_json(uint64_t ptr
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_TASKLISTENER
@@ -512,6 +577,12 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_func_extension_id(RustCallStatus *_Nonnull ou
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_PROTOCOL_VERSION
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_PROTOCOL_VERSION
 RustBuffer uniffi_mcp_tasks_ffi_fn_func_protocol_version(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_ERROR_CLASSES_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FUNC_ERROR_CLASSES_JSON
+RustBuffer uniffi_mcp_tasks_ffi_fn_func_error_classes_json(RustCallStatus *_Nonnull out_status
     
 );
 #endif
@@ -792,9 +863,75 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_func_protocol_version(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_FUNC_ERROR_CLASSES_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_FUNC_ERROR_CLASSES_JSON
+uint16_t uniffi_mcp_tasks_ffi_checksum_func_error_classes_json(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_FUNC_CLASSIFY_TOOLS_CALL
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_FUNC_CLASSIFY_TOOLS_CALL
 uint16_t uniffi_mcp_tasks_ffi_checksum_func_classify_tools_call(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_ANSWER
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_ANSWER
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_answer(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_CANCEL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_CREATED
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_CREATED
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_created(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_IMMEDIATE_RESULT_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_IMMEDIATE_RESULT_JSON
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_immediate_result_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_KIND
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_KIND
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_kind(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_NEXT_UPDATE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_NEXT_UPDATE
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_next_update(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_result(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_TASK
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_TASK
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_task(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_TASK_ID
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_TASK_ID
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_task_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_value_json(void
     
 );
 #endif
@@ -849,6 +986,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_result(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_TASK_ID
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_TASK_ID
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_task_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_VALUE_JSON
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_VALUE_JSON
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_value_json(void
     
 );
 #endif

@@ -20,10 +20,9 @@ final class MCPTasksTests: XCTestCase {
 
     func testPollsATaskToItsResult() async throws {
         let client = try TasksClient(url: url, store: .memory, notifications: false)
-        guard case .task(let created, let execution) = try await client.callTool("slow_compute", arguments: ["seconds": 0.3, "label": "swift"]) else {
-            return XCTFail("expected a task")
-        }
-        XCTAssertEqual(created.status, .working)
+        let execution = try await client.callTool("slow_compute", arguments: ["seconds": 0.3, "label": "swift"])
+        XCTAssertEqual(execution.kind(), .task)
+        XCTAssertEqual(execution.created()?.status, .working)
         var last: TaskStatus?
         for await state in execution.updates { last = state.status }
         XCTAssertEqual(last, .completed)
@@ -33,21 +32,21 @@ final class MCPTasksTests: XCTestCase {
 
     func testCancel() async throws {
         let client = try TasksClient(url: url, store: .memory)
-        guard case .task(_, let execution) = try await client.callTool("slow_compute", arguments: ["seconds": 30]) else {
-            return XCTFail("expected a task")
-        }
+        let execution = try await client.callTool("slow_compute", arguments: ["seconds": 30])
         try execution.cancel(mode: .stop)
-        let outcome = try await execution.result()
-        XCTAssertEqual(outcome, .cancelled)
+        do {
+            _ = try await execution.value()
+            XCTFail("expected TaskCancelledError")
+        } catch TasksError.TaskCancelledError(let detail) {
+            XCTAssertEqual(detail.className, "TaskCancelledError")
+        }
     }
 
     func testInputRequestsGoToTheHandler() async throws {
         let client = try TasksClient(url: url, store: .memory) { request in
             ["action": "accept", "content": request.key == "user_name" ? ["name": "Alice"] : ["confirm": true]]
         }
-        guard case .task(_, let execution) = try await client.callTool("confirm_delete", arguments: ["filename": "a.txt"]) else {
-            return XCTFail("expected a task")
-        }
+        let execution = try await client.callTool("confirm_delete", arguments: ["filename": "a.txt"])
         let outcome = try await execution.result()
         XCTAssertEqual(try text(outcome), "Deleted a.txt")
     }
@@ -58,10 +57,8 @@ final class MCPTasksTests: XCTestCase {
         do {
             // The first client goes away mid-task, as a suspended or killed app would.
             let first = try TasksClient(url: url, store: .file(file))
-            guard case .task(_, let execution) = try await first.callTool("slow_compute", arguments: ["seconds": 1, "label": "resumed"]) else {
-                return XCTFail("expected a task")
-            }
-            taskId = execution.taskId()
+            let execution = try await first.callTool("slow_compute", arguments: ["seconds": 1, "label": "resumed"])
+            taskId = try XCTUnwrap(execution.taskId())
         }
         let again = try TasksClient(url: url, store: .file(file))
         let resumed = try await again.resumeAll()
@@ -77,8 +74,8 @@ final class MCPTasksTests: XCTestCase {
         do {
             _ = try await client.callTool("no_such_tool")
             XCTFail("expected an error")
-        } catch let error as TasksError {
-            XCTAssertEqual(error.code, -32602)
+        } catch TasksError.InvalidParamsError(let detail) {
+            XCTAssertEqual(detail.code, -32602)
         }
     }
 }

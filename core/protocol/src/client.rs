@@ -159,6 +159,80 @@ pub enum Outcome {
     Expired,
 }
 
+/// One input request as every binding hands it to the application's input handler: the task
+/// that asks (`None` for an MRTR round before any task), the key to answer, and the request's
+/// `method` and `params` (an elicitation, a sampling request, a roots request).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputRequest {
+    /// The task that asks, or `None` for an MRTR round of `tools/call`.
+    pub task_id: Option<String>,
+    /// The key to answer (with `TaskExecution::answer` or the handler's return value).
+    pub key: String,
+    /// `elicitation/create`, `sampling/createMessage`, `roots/list`, ...
+    pub method: String,
+    /// The request's params (`{}` when it has none).
+    pub params: Value,
+}
+
+impl InputRequest {
+    /// Splits a server's `{method, params}` input request for the handler.
+    pub fn new(task_id: Option<&str>, key: &str, request: &Value) -> Self {
+        Self {
+            task_id: task_id.map(str::to_owned),
+            key: key.to_owned(),
+            method: request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            params: request.get("params").cloned().unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+        }
+    }
+}
+
+/// A task's outcome as the error a caller that wanted its result gets (see
+/// [`Outcome::into_result`]): bindings raise the class named here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutcomeError {
+    /// The error class (a name from [`ERROR_CLASSES`](crate::ERROR_CLASSES)).
+    pub class: &'static str,
+    /// The JSON-RPC code, when the outcome carries one (a failed task's, -32602 for gone).
+    pub code: Option<i64>,
+    /// What happened.
+    pub message: String,
+    /// The failed task's error `data`, if any.
+    pub data: Option<Value>,
+}
+
+impl std::fmt::Display for OutcomeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for OutcomeError {}
+
+impl Outcome {
+    /// The `CallToolResult` of a completed task (a tool error too: `isError: true` is a
+    /// result), or the typed error for a failed, cancelled, gone or expired one.
+    pub fn into_result(self, task_id: &str) -> Result<Value, Box<OutcomeError>> {
+        let (class, code, message, data) = match self {
+            Self::Completed { result } => return Ok(result),
+            Self::Failed { error } => {
+                (crate::class_for_code(error.code, None), Some(error.code), error.message, error.data)
+            }
+            Self::Cancelled => ("TaskCancelledError", None, format!("task {task_id} was cancelled"), None),
+            Self::Gone => (
+                "TaskGoneError",
+                Some(ErrorKind::TaskNotFound.code()),
+                format!("task {task_id} is gone: the server no longer knows it"),
+                None,
+            ),
+            Self::Expired => {
+                ("TaskExpiredError", None, format!("task {task_id} expired: its ttlMs passed before it finished"), None)
+            }
+        };
+        Err(Box::new(OutcomeError { class, code, message, data }))
+    }
+}
+
 /// A request the driver wants sent.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outgoing {

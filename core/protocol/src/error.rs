@@ -151,7 +151,173 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
     },
 ];
 
+/// One error class. Every binding defines exactly these classes, under these names, with these
+/// parents (Python, TypeScript, Swift), and picks the class of an error with
+/// [`ProtocolError::class`], [`class_for_code`] or the client's own mapping; each binding's
+/// tests compare its classes with this table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorClass {
+    /// The class name, the same in every language.
+    pub name: &'static str,
+    /// The class it extends (`None` for the root, `McpTaskError`).
+    pub parent: Option<&'static str>,
+    /// The JSON-RPC code it carries; `None` for the root and for task outcomes, which are no
+    /// JSON-RPC errors.
+    pub code: Option<i64>,
+    /// The Python builtin exception it also subclasses, if any (`except LookupError` catches an
+    /// unknown task).
+    pub python_builtin: Option<&'static str>,
+    /// When it is raised.
+    pub doc: &'static str,
+}
+
+/// The root class of every mcp-tasks error.
+pub const ROOT_CLASS: &str = "McpTaskError";
+
+/// Every error class, parents before children.
+pub const ERROR_CLASSES: &[ErrorClass] = &[
+    ErrorClass {
+        name: ROOT_CLASS,
+        parent: None,
+        code: None,
+        python_builtin: None,
+        doc: "Any error from a tasks server or from this library; carries code, message and data.",
+    },
+    ErrorClass {
+        name: "ParseError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32700),
+        python_builtin: Some("ValueError"),
+        doc: "-32700: the message was not valid JSON.",
+    },
+    ErrorClass {
+        name: "InvalidRequestError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32600),
+        python_builtin: Some("ValueError"),
+        doc: "-32600: the message was not a JSON-RPC request object, or the request was refused.",
+    },
+    ErrorClass {
+        name: "RequestTooLargeError",
+        parent: Some("InvalidRequestError"),
+        code: Some(-32600),
+        python_builtin: None,
+        doc: "-32600 (HTTP 413): the request body was over the server's limit.",
+    },
+    ErrorClass {
+        name: "MethodNotFoundError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32601),
+        python_builtin: Some("LookupError"),
+        doc: "-32601: the server does not serve the method.",
+    },
+    ErrorClass {
+        name: "InvalidParamsError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32602),
+        python_builtin: Some("ValueError"),
+        doc: "-32602: missing or malformed params, something over a size limit, or a misuse of this library.",
+    },
+    ErrorClass {
+        name: "TaskNotFoundError",
+        parent: Some("InvalidParamsError"),
+        code: Some(-32602),
+        python_builtin: Some("LookupError"),
+        doc: "-32602 on tasks/*: the task id is unknown, purged, or another principal's.",
+    },
+    ErrorClass {
+        name: "HeaderMismatchError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32020),
+        python_builtin: Some("ValueError"),
+        doc: "-32020: a standard Mcp-* header was missing, repeated or disagreed with the body.",
+    },
+    ErrorClass {
+        name: "MissingCapabilityError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32021),
+        python_builtin: None,
+        doc: "-32021: the request did not declare a client capability it needs (data.requiredCapabilities).",
+    },
+    ErrorClass {
+        name: "UnsupportedVersionError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32022),
+        python_builtin: Some("ValueError"),
+        doc: "-32022: the server does not speak the request's protocol version (data.supported).",
+    },
+    ErrorClass {
+        name: "InternalError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32603),
+        python_builtin: Some("RuntimeError"),
+        doc: "-32603 or a code this library does not know: a server fault, or a store failure.",
+    },
+    ErrorClass {
+        name: "TransportError",
+        parent: Some("InternalError"),
+        code: Some(-32603),
+        python_builtin: Some("ConnectionError"),
+        doc: "The request could not be sent or its answer not read (the cause chain says why).",
+    },
+    ErrorClass {
+        name: "TaskCancelledError",
+        parent: Some(ROOT_CLASS),
+        code: None,
+        python_builtin: None,
+        doc: "The task ended cancelled (a result was expected).",
+    },
+    ErrorClass {
+        name: "TaskGoneError",
+        parent: Some("TaskNotFoundError"),
+        code: Some(-32602),
+        python_builtin: None,
+        doc: "The server no longer knows a task this client followed (purged or never there).",
+    },
+    ErrorClass {
+        name: "TaskExpiredError",
+        parent: Some(ROOT_CLASS),
+        code: None,
+        python_builtin: Some("TimeoutError"),
+        doc: "The task's ttlMs passed before it finished.",
+    },
+];
+
+/// The class of a JSON-RPC error a server answered to `method` (`None` when unknown): the class
+/// of its code, and [`TaskNotFoundError`](ERROR_CLASSES) for -32602 on `tasks/*`.
+pub fn class_for_code(code: i64, method: Option<&str>) -> &'static str {
+    if code == ErrorKind::TaskNotFound.code() && method.is_some_and(|m| m.starts_with("tasks/")) {
+        return "TaskNotFoundError";
+    }
+    match code {
+        -32700 => "ParseError",
+        -32600 => "InvalidRequestError",
+        -32601 => "MethodNotFoundError",
+        -32602 => "InvalidParamsError",
+        -32020 => "HeaderMismatchError",
+        -32021 => "MissingCapabilityError",
+        -32022 => "UnsupportedVersionError",
+        _ => "InternalError",
+    }
+}
+
 impl ErrorKind {
+    /// The error class of this kind.
+    pub fn class(self) -> &'static str {
+        match self {
+            Self::Parse => "ParseError",
+            Self::InvalidRequest => "InvalidRequestError",
+            Self::TooLarge => "RequestTooLargeError",
+            Self::MethodNotFound => "MethodNotFoundError",
+            Self::InvalidParams => "InvalidParamsError",
+            Self::TaskNotFound => "TaskNotFoundError",
+            Self::HeaderMismatch => "HeaderMismatchError",
+            Self::MissingCapability => "MissingCapabilityError",
+            Self::UnsupportedVersion => "UnsupportedVersionError",
+            Self::Internal => "InternalError",
+        }
+    }
+
     fn row(self) -> &'static ErrorRow {
         ERROR_TABLE.iter().find(|row| row.kind == self).expect("every ErrorKind has a row in ERROR_TABLE")
     }
@@ -264,6 +430,11 @@ impl ProtocolError {
         self.kind().code()
     }
 
+    /// The error class bindings raise for it (from [`ERROR_CLASSES`]).
+    pub fn class(&self) -> &'static str {
+        self.kind().class()
+    }
+
     /// The HTTP status (from [`ERROR_TABLE`]).
     pub fn http_status(&self) -> u16 {
         self.kind().http_status()
@@ -292,5 +463,33 @@ impl ProtocolError {
             }
             _ => err,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_table_is_a_tree_with_one_root_and_every_kind() {
+        let names: Vec<&str> = ERROR_CLASSES.iter().map(|c| c.name).collect();
+        for (i, class) in ERROR_CLASSES.iter().enumerate() {
+            assert_eq!(names.iter().filter(|n| **n == class.name).count(), 1, "{} twice", class.name);
+            match class.parent {
+                None => assert_eq!(class.name, ROOT_CLASS),
+                Some(parent) => {
+                    assert!(names[..i].contains(&parent), "{}: parent {parent} not listed before", class.name)
+                }
+            }
+        }
+        for row in ERROR_TABLE {
+            let class = ERROR_CLASSES.iter().find(|c| c.name == row.kind.class()).expect("every kind has a class");
+            assert_eq!(class.code, Some(row.code), "{}", class.name);
+        }
+        for code in [-32700, -32600, -32601, -32602, -32020, -32021, -32022, -32603, -1] {
+            assert!(names.contains(&class_for_code(code, None)));
+        }
+        assert_eq!(class_for_code(-32602, Some("tasks/get")), "TaskNotFoundError");
+        assert_eq!(class_for_code(-32602, Some("tools/call")), "InvalidParamsError");
     }
 }

@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
+pub use crate::protocol::client::InputRequest;
 #[cfg(feature = "sqlite")]
 pub use store::SqliteClientStore;
 pub use store::{ClientStore, MemoryClientStore, TaskReference};
@@ -51,9 +52,16 @@ pub enum ClientError {
         /// The start of the body.
         body: String,
     },
-    /// The request could not be sent or the response not read.
-    #[error("transport failed: {0}")]
-    Transport(String),
+    /// The request could not be sent or the response not read; `source` is the underlying
+    /// error, whose chain [`ClientError::causes`] reports.
+    #[error("transport failed: {message}")]
+    Transport {
+        /// What failed.
+        message: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
     /// The server's result is invalid for the request (e.g. a task where none may be).
     #[error(transparent)]
     InvalidResult(#[from] InvalidResult),
@@ -75,6 +83,16 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// A transport failure described by `message` alone.
+    pub fn transport(message: impl Into<String>) -> Self {
+        Self::Transport { message: message.into(), source: None }
+    }
+
+    /// A transport failure caused by `source` (its message and chain are kept).
+    pub fn transport_from(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Transport { message: source.to_string(), source: Some(Arc::new(source)) }
+    }
+
     /// The JSON-RPC code: the server's for [`ClientError::Rpc`], -32602 for misuse, else -32603.
     pub fn code(&self) -> i64 {
         match self {
@@ -83,6 +101,31 @@ impl ClientError {
             _ => ErrorKind::Internal.code(),
         }
     }
+
+    /// The error class every binding raises for it (a name from
+    /// [`ERROR_CLASSES`](crate::protocol::ERROR_CLASSES)).
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Rpc(e) => crate::protocol::class_for_code(e.code, None),
+            Self::Http { status: 413, .. } => ErrorKind::TooLarge.class(),
+            Self::Http { .. } | Self::Transport { .. } => "TransportError",
+            Self::Driver(_) | Self::InvalidStoreUrl(_) => ErrorKind::InvalidParams.class(),
+            Self::InvalidResult(_) | Self::Store(_) | Self::NoInputHandler(_) | Self::Detached => {
+                ErrorKind::Internal.class()
+            }
+        }
+    }
+
+    /// The messages of the errors that caused this one, outermost first (empty when none).
+    pub fn causes(&self) -> Vec<String> {
+        let mut causes = Vec::new();
+        let mut next = std::error::Error::source(self);
+        while let Some(cause) = next {
+            causes.push(cause.to_string());
+            next = cause.source();
+        }
+        causes
+    }
 }
 
 /// Answers the server's input requests (`elicitation/create`, `sampling/createMessage`,
@@ -90,15 +133,16 @@ impl ClientError {
 #[async_trait]
 pub trait InputHandler: Send + Sync + 'static {
     /// The response to `request` (e.g. an `ElicitResult`), or `None` to leave it unanswered (a
-    /// task's request can then be answered with [`TaskExecution::answer`]). `task_id` is `None`
-    /// for an MRTR round before any task exists.
-    async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value>;
+    /// task's request can then be answered with [`TaskExecution::answer`]). `request.task_id` is
+    /// `None` for an MRTR round before any task exists. Every binding hands its handler the same
+    /// [`InputRequest`].
+    async fn handle(&self, request: InputRequest) -> Option<Value>;
 }
 
-/// An [`InputHandler`] from an async closure.
+/// An [`InputHandler`] from an async closure over an [`InputRequest`].
 pub fn input_fn<F, Fut>(f: F) -> impl InputHandler
 where
-    F: Fn(Option<String>, String, Value) -> Fut + Send + Sync + 'static,
+    F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Option<Value>> + Send + 'static,
 {
     struct FnInput<F>(F);
@@ -106,11 +150,11 @@ where
     #[async_trait]
     impl<F, Fut> InputHandler for FnInput<F>
     where
-        F: Fn(Option<String>, String, Value) -> Fut + Send + Sync + 'static,
+        F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Option<Value>> + Send + 'static,
     {
-        async fn handle(&self, task_id: Option<&str>, key: &str, request: &Value) -> Option<Value> {
-            (self.0)(task_id.map(str::to_owned), key.to_owned(), request.clone()).await
+        async fn handle(&self, request: InputRequest) -> Option<Value> {
+            (self.0)(request).await
         }
     }
 
@@ -151,6 +195,82 @@ pub struct Client {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client").field("endpoint", &self.inner.transport.endpoint()).finish_non_exhaustive()
+    }
+}
+
+/// How a client is configured, the same in every binding: each converts its own options object
+/// (Python keyword arguments, a TypeScript object, a Swift record) into this, so the defaults and
+/// their meaning live here only. Absent fields take the defaults of [`ClientConfig`] and
+/// [`DriverConfig`].
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ClientOptions {
+    /// The Streamable HTTP endpoint.
+    pub url: String,
+    /// Headers sent with every request (e.g. `Authorization`), in order.
+    pub headers: Vec<(String, String)>,
+    /// Where task references persist: `sqlite:///path`, `memory://`, or absent for the default
+    /// SQLite file ([`default_store_path`]).
+    pub store: Option<String>,
+    /// `clientInfo.name` sent in every request's `_meta` (default `mcp-tasks`).
+    pub client_name: Option<String>,
+    /// `clientInfo.version` (default this crate's version).
+    pub client_version: Option<String>,
+    /// Open `subscriptions/listen` streams when the server offers them (default true).
+    pub notifications: Option<bool>,
+    /// Poll interval when the server suggests none, in ms (default 1000).
+    pub default_poll_ms: Option<u64>,
+    /// The shortest poll interval honoured, in ms (default 100).
+    pub min_poll_ms: Option<u64>,
+    /// The most MRTR rounds one `tools/call` may take (default 8).
+    pub max_input_rounds: Option<usize>,
+}
+
+impl ClientOptions {
+    /// The option names, in the wire (camelCase) spelling bindings translate to their own.
+    pub const NAMES: &'static [&'static str] = &[
+        "url",
+        "headers",
+        "store",
+        "clientName",
+        "clientVersion",
+        "notifications",
+        "defaultPollMs",
+        "minPollMs",
+        "maxInputRounds",
+    ];
+
+    /// A builder configured from these options (HTTP transport).
+    pub fn builder(self) -> Result<ClientBuilder, ClientError> {
+        let defaults = ClientConfig::default();
+        let driver = DriverConfig {
+            default_poll_ms: self.default_poll_ms.unwrap_or(defaults.driver.default_poll_ms),
+            min_poll_ms: self.min_poll_ms.unwrap_or(defaults.driver.min_poll_ms),
+        };
+        let config = ClientConfig {
+            driver,
+            notifications: self.notifications.unwrap_or(defaults.notifications),
+            max_input_rounds: self.max_input_rounds.unwrap_or(defaults.max_input_rounds),
+        };
+        let mut builder = Client::http(self.url).config(config);
+        for (name, value) in &self.headers {
+            builder = builder.header(name, value);
+        }
+        if self.client_name.is_some() || self.client_version.is_some() {
+            builder = builder.client_info(
+                self.client_name.as_deref().unwrap_or("mcp-tasks"),
+                self.client_version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION")),
+            );
+        }
+        match self.store.as_deref() {
+            #[cfg(feature = "sqlite")]
+            Some(url) => builder.store_url(url),
+            #[cfg(not(feature = "sqlite"))]
+            Some("memory://") => Ok(builder.memory_store()),
+            #[cfg(not(feature = "sqlite"))]
+            Some(url) => Err(ClientError::InvalidStoreUrl(url.to_owned())),
+            None => Ok(builder),
+        }
     }
 }
 
@@ -238,7 +358,7 @@ impl ClientBuilder {
         let transport = match (self.http, self.transport) {
             (Some(http), _) => Arc::new(http) as Arc<dyn Transport>,
             (None, Some(transport)) => transport,
-            (None, None) => return Err(ClientError::Transport("no transport configured".into())),
+            (None, None) => return Err(ClientError::transport("no transport configured")),
         };
         let store = match self.store {
             Some(store) => store,
@@ -297,7 +417,7 @@ impl Execution {
 }
 
 enum Command {
-    Answer(String, Value),
+    Answer(String, Value, tokio::sync::oneshot::Sender<Result<(), DriverError>>),
     Cancel(CancelMode),
     Detach,
 }
@@ -375,8 +495,21 @@ impl TaskExecution {
     }
 
     /// Answers input request `key` with `response` (one `tasks/update` per batch of answers).
-    pub fn answer(&self, key: &str, response: Value) -> Result<(), ClientError> {
-        self.commands.send(Command::Answer(key.to_owned(), response)).map_err(|_| ClientError::Detached)
+    /// A key the server never asked, one already answered, or a finished task is
+    /// [`ClientError::Driver`].
+    pub async fn answer(&self, key: &str, response: Value) -> Result<(), ClientError> {
+        let (reply, accepted) = tokio::sync::oneshot::channel();
+        let finished = || {
+            if self.outcome.borrow().is_some() {
+                ClientError::Driver(DriverError::Finished)
+            } else {
+                ClientError::Detached
+            }
+        };
+        self.commands.send(Command::Answer(key.to_owned(), response, reply)).map_err(|_| finished())?;
+        // The driver is gone once the task has an outcome: answering it is a misuse, like any
+        // other the driver refuses.
+        accepted.await.unwrap_or(Err(DriverError::Finished)).map_err(ClientError::Driver)
     }
 
     /// Stops following; the task stays running and persisted.
@@ -426,7 +559,7 @@ impl Client {
                     for (key, request) in &requests {
                         let handler =
                             self.inner.input.as_ref().ok_or_else(|| ClientError::NoInputHandler(key.clone()))?;
-                        if let Some(answer) = handler.handle(None, key, request).await {
+                        if let Some(answer) = handler.handle(InputRequest::new(None, key, request)).await {
                             answers.insert(key.clone(), answer);
                         }
                     }
@@ -546,7 +679,8 @@ async fn drive(
                 }
                 DriverEvent::InputRequested { key, request } => {
                     if let Some(handler) = &inner.input
-                        && let Some(answer) = handler.handle(Some(driver.task_id()), &key, &request).await
+                        && let Some(answer) =
+                            handler.handle(InputRequest::new(Some(driver.task_id()), &key, &request)).await
                     {
                         answered |= driver.answer(&key, answer).is_ok();
                     }
@@ -583,10 +717,8 @@ async fn drive(
                 None => notifications = None, // the stream ended: poll from now on
             },
             command = commands.recv() => match command {
-                Some(Command::Answer(key, response)) => {
-                    if let Err(e) = driver.answer(&key, response) {
-                        tracing::warn!(error = %e, "answer refused");
-                    }
+                Some(Command::Answer(key, response, reply)) => {
+                    let _ = reply.send(driver.answer(&key, response));
                 }
                 Some(Command::Cancel(mode)) => {
                     let _ = driver.cancel(mode);

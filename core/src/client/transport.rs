@@ -151,10 +151,10 @@ impl HttpTransport {
 fn into_result(message: Value) -> Result<Value, ClientError> {
     if let Some(error) = message.get("error") {
         let error: RpcError = serde_json::from_value(error.clone())
-            .map_err(|e| ClientError::Transport(format!("malformed JSON-RPC error: {e}")))?;
+            .map_err(|e| ClientError::transport(format!("malformed JSON-RPC error: {e}")))?;
         return Err(ClientError::Rpc(error));
     }
-    message.get("result").cloned().ok_or_else(|| ClientError::Transport("response has neither result nor error".into()))
+    message.get("result").cloned().ok_or_else(|| ClientError::transport("response has neither result nor error"))
 }
 
 /// Reads SSE `data:` payloads from a byte stream, one JSON message per event.
@@ -167,7 +167,7 @@ impl<S, B, E> SseMessages<S>
 where
     S: futures::Stream<Item = Result<B, E>> + Unpin,
     B: AsRef<[u8]>,
-    E: std::fmt::Display,
+    E: std::error::Error + Send + Sync + 'static,
 {
     async fn next(&mut self) -> Option<Result<Value, ClientError>> {
         loop {
@@ -183,12 +183,12 @@ where
                 }
                 return Some(
                     serde_json::from_str(&data.join("\n"))
-                        .map_err(|e| ClientError::Transport(format!("SSE data is not JSON: {e}"))),
+                        .map_err(|e| ClientError::transport(format!("SSE data is not JSON: {e}"))),
                 );
             }
             match self.stream.next().await? {
                 Ok(chunk) => self.buffer.push_str(&String::from_utf8_lossy(chunk.as_ref()).replace("\r\n", "\n")),
-                Err(e) => return Some(Err(ClientError::Transport(e.to_string()))),
+                Err(e) => return Some(Err(ClientError::transport_from(e))),
             }
         }
     }
@@ -206,7 +206,7 @@ fn is_sse(response: &reqwest::Response) -> bool {
 impl Transport for HttpTransport {
     async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
         let (id, request) = self.post(method, params);
-        let response = request.send().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let response = request.send().await.map_err(ClientError::transport_from)?;
         let status = response.status().as_u16();
         if is_sse(&response) {
             let mut messages = SseMessages { stream: response.bytes_stream(), buffer: String::new() };
@@ -216,9 +216,9 @@ impl Transport for HttpTransport {
                     return into_result(message);
                 }
             }
-            return Err(ClientError::Transport("SSE response ended without an answer".into()));
+            return Err(ClientError::transport("SSE response ended without an answer"));
         }
-        let text = response.text().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let text = response.text().await.map_err(ClientError::transport_from)?;
         match serde_json::from_str::<Value>(&text) {
             Ok(message) if message.is_object() => into_result(message),
             _ => Err(ClientError::Http { status, body: text.chars().take(500).collect() }),
@@ -231,7 +231,7 @@ impl Transport for HttpTransport {
             return Ok(None);
         }
         let (id, request) = self.post("subscriptions/listen", json!({"notifications": {"taskIds": task_ids}}));
-        let response = request.send().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let response = request.send().await.map_err(ClientError::transport_from)?;
         if !is_sse(&response) {
             // An error means: poll instead. Only "no such method" is remembered for the endpoint;
             // anything else (a refused filter, a passing fault) is asked again for the next task.
