@@ -9,7 +9,7 @@ use serde_json::json;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args().nth(1).unwrap_or_else(|| "http://127.0.0.1:8080/mcp".into());
     let client = Client::http(url)
-        .header("x-user", "alice") // sent on every request, e.g. Authorization
+        .header("authorization", &format!("Bearer {}", std::env::var("MCP_TOKEN").unwrap_or_default()))
         .sqlite_store("client-tasks.db")? // task references survive a restart
         .input_handler(input_fn(|request| async move {
             println!("server asks ({}): {}", request.method, request.params);

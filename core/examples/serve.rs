@@ -1,6 +1,6 @@
-//! A minimal tasks server: one slow tool, SQLite store, principal from an `x-user` header.
-//! `cargo run -p mcp-tasks --example serve` then POST MCP 2026-07-28 requests to
-//! http://127.0.0.1:8080/mcp.
+//! A minimal tasks server: one slow tool, SQLite store, tasks bound to the caller's bearer token.
+//! `cargo run -p mcp-tasks --example serve [ADDR]` (default 127.0.0.1:8080), then run a client
+//! example (Rust, Python or Node) against it with the same `MCP_TOKEN`.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use mcp_tasks::store::SqliteStore;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".into());
     let engine = Engine::builder(Arc::new(SqliteStore::open("tasks.db")?)).build().await?;
     engine.spawn_sweeper();
     let report = handler_fn(|call, ctx| async move {
@@ -23,10 +24,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tool(
             Tool::new("build_report", report).mode(TaskMode::Optional).ttl_ms(Some(3_600_000)).poll_interval_ms(2_000),
         )
-        // Bind tasks to your callers; the default hashes the Authorization header.
-        .principal(|req| req.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        // Your auth decides who calls. Here a bearer token is required (401 without one), and tasks
+        // are bound to a hash of it, as the default principal does.
+        .principal(|req| {
+            let token = req.headers.get("authorization")?.to_str().ok()?.strip_prefix("Bearer ")?;
+            (!token.is_empty()).then(|| mcp_tasks::host::authorization_principal(req))?
+        })
         .build();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    println!("listening on http://{}/mcp", listener.local_addr()?);
     mcp_tasks::host::serve(listener, host.router("/mcp"), std::future::pending()).await?;
     Ok(())
 }

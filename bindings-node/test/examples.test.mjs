@@ -1,0 +1,75 @@
+// The README's examples run against each other as written: the Rust serve example, then the Rust,
+// Python and Node client examples against it (all three at once), each with the same MCP_TOKEN,
+// each in its own scratch directory with its own task-reference store. A request without a token
+// is refused (401), as the serve example says.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+
+import { ROOT } from "./servers.mjs";
+
+const scratch = mkdtempSync(join(tmpdir(), "mcp-tasks-examples-"));
+const examples = join(ROOT, "target", "debug", "examples");
+const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");
+
+/** Runs a command to its end (at most 60 s); resolves to its exit code and output. */
+function run(command, args, options) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    child.on("error", reject);
+    child.on("exit", (code) => (clearTimeout(timer), resolve({ code, out })));
+  });
+}
+
+async function startServe() {
+  const child = spawn(join(examples, "serve"), ["127.0.0.1:0"], { cwd: scratch, stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    child.on("exit", (code) => reject(new Error(`the serve example exited with ${code}`)));
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const match = /listening on (\S+)/.exec(line);
+      if (match) resolve(match[1]);
+    });
+  });
+  return { url, stop: () => child.kill("SIGKILL") };
+}
+
+test("the serve example and the Rust, Python and Node client examples work together", async (t) => {
+  if (!existsSync(join(examples, "serve")) || !existsSync(join(examples, "client"))) {
+    return t.skip("build the examples first (cargo test --all-targets does)");
+  }
+  if (!existsSync(python)) return t.skip("no Python with mcp-tasks installed");
+  const serve = await startServe();
+  after(() => serve.stop());
+
+  const unauthenticated = await fetch(serve.url, { method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+  const refused = await fetch(serve.url, {
+    method: "POST",
+    headers: { "content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+  });
+  assert.equal(unauthenticated.status, 400, "a body that is no request is refused before auth");
+  assert.equal(refused.status, 401, "no bearer token: 401");
+
+  const env = (store) => ({ ...process.env, MCP_TOKEN: "example-token", MCP_TASKS_CLIENT_DB: join(scratch, store) });
+  const [rust, py, node] = await Promise.all([
+    run(join(examples, "client"), [serve.url], { cwd: scratch, env: env("rust.db") }),
+    run(python, [join(ROOT, "bindings-python", "examples", "client.py"), serve.url], { cwd: scratch, env: env("python.db") }),
+    run(process.execPath, ["--experimental-strip-types", "--no-warnings", join("examples", "quickstart.ts"), serve.url], {
+      cwd: join(ROOT, "bindings-node"),
+      env: env("node.db"),
+    }),
+  ]);
+  for (const [name, result] of [["Rust", rust], ["Python", py], ["Node", node]]) {
+    assert.equal(result.code, 0, `${name} client example failed:\n${result.out}`);
+    assert.match(result.out, /report for \\?"Q3\\?"/, `${name} client example printed no report:\n${result.out}`);
+    assert.match(result.out, /working/, `${name} client example saw no state:\n${result.out}`);
+  }
+});
