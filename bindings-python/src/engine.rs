@@ -116,24 +116,33 @@ impl Drop for PyEngine {
 
 #[pymethods]
 impl PyEngine {
-    /// Opens the store. `clock_start_ms` gives the engine a manual clock (moved by `advance_clock`, no background
-    /// sweeper: call `sweep`) and `id_prefix` sequential ids `{prefix}-1`, `{prefix}-2`, …: both
-    /// exist so tests and the shared vectors get predictable bytes.
+    /// Opens the store. Settings left out take core's `EngineConfig` defaults;
+    /// `unlimited_ttl=True` makes tasks live until they finish. `clock_start_ms` gives the engine
+    /// a manual clock (moved by `advance_clock`, no background sweeper: call `sweep`) and
+    /// `id_prefix` sequential ids `{prefix}-1`, `{prefix}-2`, …: both exist so tests and the
+    /// shared vectors get predictable bytes.
     #[new]
-    #[pyo3(signature = (store, default_ttl_ms = Some(3_600_000), default_poll_interval_ms = 1_000, purge_grace_ms = 300_000, *, clock_start_ms = None, id_prefix = None))]
+    #[pyo3(signature = (store, default_ttl_ms = None, default_poll_interval_ms = None, purge_grace_ms = None, *, unlimited_ttl = false, clock_start_ms = None, id_prefix = None))]
+    #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn new(
         py: Python<'_>,
         store: &str,
         default_ttl_ms: Option<u64>,
-        default_poll_interval_ms: u64,
-        purge_grace_ms: u64,
+        default_poll_interval_ms: Option<u64>,
+        purge_grace_ms: Option<u64>,
+        unlimited_ttl: bool,
         clock_start_ms: Option<u64>,
         id_prefix: Option<String>,
     ) -> PyResult<Self> {
+        let defaults = EngineConfig::default();
+        let config = EngineConfig {
+            default_ttl_ms: if unlimited_ttl { None } else { default_ttl_ms.or(defaults.default_ttl_ms) },
+            default_poll_interval_ms: default_poll_interval_ms.unwrap_or(defaults.default_poll_interval_ms),
+            purge_grace_ms: purge_grace_ms.unwrap_or(defaults.purge_grace_ms),
+            ..defaults
+        };
         let runtime = pyo3_async_runtimes::tokio::get_runtime();
         let store = py.detach(|| runtime.block_on(mcp_tasks::store::open(store))).map_err(store_error)?;
-        let config =
-            EngineConfig { default_ttl_ms, default_poll_interval_ms, purge_grace_ms, ..EngineConfig::default() };
         let clock = clock_start_ms.map(|start| Arc::new(ManualClock::new(start)));
         let shared = store.shared();
         let mut builder = Engine::builder(store).config(config);

@@ -198,3 +198,12 @@ async def test_results_convert_every_json_shape() -> None:
     got = (await engine.get("alice", task.task_id))["result"]["structuredContent"]
     assert got == {**value, "t": [1, 2]}
     assert got["b"] is True and isinstance(got["i"], int)
+
+
+async def test_engine_defaults_are_cores_unless_given() -> None:
+    created, task = await _native.Engine("memory://").create_task("p", "t")
+    assert (created["ttlMs"], created["pollIntervalMs"]) == (3_600_000, 1_000)  # core's EngineConfig::default()
+    await task.complete({"content": []})
+    created, task = await _native.Engine("memory://", unlimited_ttl=True, default_poll_interval_ms=5).create_task("p", "t")
+    assert (created["ttlMs"], created["pollIntervalMs"]) == (None, 5)
+    await task.complete({"content": []})

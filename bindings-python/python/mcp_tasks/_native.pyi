@@ -15,10 +15,11 @@ class Engine:
     def __new__(
         cls,
         store: str,
-        default_ttl_ms: int | None = ...,  # 3_600_000; None is unlimited
-        default_poll_interval_ms: int = 1000,
-        purge_grace_ms: int = 300000,
+        default_ttl_ms: int | None = None,  # None: core's default (see unlimited_ttl)
+        default_poll_interval_ms: int | None = None,
+        purge_grace_ms: int | None = None,
         *,
+        unlimited_ttl: bool = False,
         clock_start_ms: int | None = None,
         id_prefix: str | None = None,
     ) -> Engine: ...

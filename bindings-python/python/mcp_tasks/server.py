@@ -168,13 +168,16 @@ class TasksExtension(Extension):
         *,
         tools: Mapping[str, TaskConfig | Mode] | None = None,
         default_mode: Mode = "forbidden",
-        default_ttl_ms: int | None = 3_600_000,
-        default_poll_interval_ms: int = 1_000,
+        default_ttl_ms: int | None | Literal["default"] = "default",
+        default_poll_interval_ms: int | None = None,
         principal: PrincipalFn = default_principal,
         engine: _native.Engine | None = None,
     ) -> None:
         self._engine = engine or _native.Engine(
-            store, default_ttl_ms=default_ttl_ms, default_poll_interval_ms=default_poll_interval_ms
+            store,
+            default_ttl_ms=None if default_ttl_ms in ("default", None) else default_ttl_ms,  # type: ignore[arg-type]
+            unlimited_ttl=default_ttl_ms is None,
+            default_poll_interval_ms=default_poll_interval_ms,
         )
         # Every protocol decision (envelope, headers, mode, routing, errors, listen frames) is the
         # core dispatcher's; this class adapts it to mcp.
