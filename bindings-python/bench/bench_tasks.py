@@ -104,7 +104,9 @@ def ours_server(store: str) -> Any:
 
     from mcp_tasks import TasksExtension
 
-    server = MCPServer("bench", extensions=[TasksExtension(store, tools={"work": "optional"})])
+    tasks = TasksExtension(store, tools={"work": "optional"})
+    server = MCPServer("bench", extensions=[tasks])
+    tasks.install(server)  # as the README sets it up: core routes the extension's traffic first
     add_work_tool(server)
     return server
 
