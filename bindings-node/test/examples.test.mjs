@@ -5,7 +5,7 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, existsSync } from "node:fs";
+import { mkdtempSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -13,6 +13,7 @@ import { createInterface } from "node:readline";
 import { ROOT } from "./servers.mjs";
 
 const scratch = mkdtempSync(join(tmpdir(), "mcp-tasks-examples-"));
+after(() => rmSync(scratch, { recursive: true, force: true }));
 const examples = join(ROOT, "target", "debug", "examples");
 const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");
 

@@ -67,26 +67,33 @@ extension TasksClient {
     }
 }
 
+/// The states `next` hands out, as an `AsyncStream` that ends when it returns `nil`; cancelling
+/// the iterating Swift task stops reading (the task itself keeps running).
+private func stateStream(_ next: @escaping @Sendable () async -> TaskState?) -> AsyncStream<TaskState> {
+    AsyncStream { continuation in
+        let pump = Task {
+            while let state = await next() {
+                continuation.yield(state)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in pump.cancel() }
+    }
+}
+
+/// A response object as the JSON text the generated `answer(key:responseJson:)` takes.
+private func responseJson(_ response: [String: Any]) throws -> String {
+    String(decoding: try JSONSerialization.data(withJSONObject: response), as: UTF8.self)
+}
+
 extension Execution {
     /// Every newer state of the task (from polls and notifications), ending at its outcome; empty
-    /// for an immediate result. Cancelling the iterating Swift task stops reading; the task itself
-    /// keeps running.
-    public var updates: AsyncStream<TaskState> {
-        AsyncStream { continuation in
-            let pump = Task {
-                while let state = await self.nextUpdate() {
-                    continuation.yield(state)
-                }
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in pump.cancel() }
-        }
-    }
+    /// for an immediate result.
+    public var updates: AsyncStream<TaskState> { stateStream { await self.nextUpdate() } }
 
     /// Answers input request `key` with a response object.
     public func answer(_ key: String, _ response: [String: Any]) async throws {
-        let data = try JSONSerialization.data(withJSONObject: response)
-        try await answer(key: key, responseJson: String(decoding: data, as: UTF8.self))
+        try await answer(key: key, responseJson: responseJson(response))
     }
 
     /// The `CallToolResult`, decoded; throws the typed error for a failed, cancelled, gone or
@@ -99,22 +106,11 @@ extension Execution {
 
 extension TaskExecution {
     /// Every newer state of the task (from polls and notifications), ending at its outcome.
-    public var updates: AsyncStream<TaskState> {
-        AsyncStream { continuation in
-            let pump = Task {
-                while let state = await self.nextUpdate() {
-                    continuation.yield(state)
-                }
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in pump.cancel() }
-        }
-    }
+    public var updates: AsyncStream<TaskState> { stateStream { await self.nextUpdate() } }
 
     /// Answers input request `key` with a response object.
     public func answer(_ key: String, _ response: [String: Any]) async throws {
-        let data = try JSONSerialization.data(withJSONObject: response)
-        try await answer(key: key, responseJson: String(decoding: data, as: UTF8.self))
+        try await answer(key: key, responseJson: responseJson(response))
     }
 }
 
