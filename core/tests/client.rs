@@ -83,6 +83,12 @@ async fn server() -> String {
                 .poll_interval_ms(50),
         )
         .tool(Tool::new("name_then_task", NameThenTask).mode(TaskMode::Required).poll_interval_ms(50))
+        .tool(Tool::new("panics_sync", handler_fn(|_c, _x| async { panic!("sync tool blew up") })))
+        .tool(
+            Tool::new("panics_task", handler_fn(|_c, _x| async { panic!("task tool blew up") }))
+                .mode(TaskMode::Optional)
+                .poll_interval_ms(50),
+        )
         .build();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -418,4 +424,26 @@ async fn a_transport_failure_keeps_its_causes() {
     let causes = error.causes();
     assert!(!causes.is_empty(), "no cause chain for {error}");
     assert!(causes.iter().any(|c| c.to_lowercase().contains("refused")), "{causes:?}");
+}
+
+/// A panicking tool answers a synchronous call with -32603 (the connection is not dropped) and
+/// fails its task with the panic's message (it never stays `working`).
+#[tokio::test]
+async fn a_panicking_tool_is_a_server_fault_not_a_dropped_connection() {
+    let url = server().await;
+    let client = Client::http(&url).memory_store().build().unwrap();
+    let error = client.call_tool("panics_sync", json!({})).await.unwrap_err();
+    let ClientError::Rpc(rpc) = &error else { panic!("expected a JSON-RPC error, got {error:?}") };
+    assert_eq!(rpc.code, -32603);
+    assert!(rpc.message.contains("sync tool blew up"), "{rpc:?}");
+    let execution = task(client.call_tool("panics_task", json!({})).await.unwrap());
+    match execution.result().await.unwrap() {
+        Outcome::Failed { error } => {
+            assert_eq!(error.code, -32603);
+            assert!(error.message.contains("task tool blew up"), "{error:?}");
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    // The same server still answers.
+    assert!(matches!(client.call_tool("echo", json!({})).await.unwrap(), Execution::Immediate(_)));
 }

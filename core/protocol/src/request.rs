@@ -94,10 +94,13 @@ pub fn decode(body: &[u8]) -> Result<Incoming, Box<DecodeError>> {
 }
 
 fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, Box<DecodeError>> {
+    // The 2026-07-28 schema's RequestId is a string or an integer: a fraction, an exponent or an
+    // integer beyond 64 bits (which JSON parsing turns into a float) is refused, not echoed.
     let id = match object.remove("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
+        Some(id @ Value::String(_)) => Some(id),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
         Some(Value::Null) | None => None,
-        Some(_) => return Err(fail(None, ProtocolError::NotARequest("id must be a string or a number".into()))),
+        Some(_) => return Err(fail(None, ProtocolError::NotARequest("id must be a string or an integer".into()))),
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(fail(id, ProtocolError::NotARequest("jsonrpc must be \"2.0\"".into())));
@@ -177,6 +180,15 @@ mod tests {
             -32600
         );
         assert!(matches!(decode(br#"{"jsonrpc":"2.0","method":"x"}"#).unwrap(), Incoming::Notification { .. }));
+        for id in ["0.5", "1e30", "18446744073709551616", "-1.0", "{}", "[1]", "true"] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tasks/get"}}"#);
+            let err = decode(body.as_bytes()).unwrap_err();
+            assert_eq!((err.id, err.error.code()), (None, -32600), "id {id}");
+        }
+        for id in ["0", "-7", "18446744073709551615", "\"x\""] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tasks/get"}}"#);
+            assert!(matches!(decode(body.as_bytes()).unwrap(), Incoming::Request { .. }), "id {id}");
+        }
     }
 
     #[test]

@@ -212,7 +212,7 @@ impl Host {
             envelope: route.envelope,
         };
         if let Prepared::InputRequired { input_requests, state } =
-            tool.handler.prepare(&call).await.map_err(Failure::Tool)?
+            unpanicked(tool.handler.prepare(&call)).await.map_err(Failure::Tool)?
         {
             let expires = engine.now_ms().saturating_add(REQUEST_STATE_TTL_MS);
             let sealed = state.map(|s| request_state::seal(key, principal, &tool.name, &s, expires));
@@ -220,7 +220,7 @@ impl Host {
         }
         match route.dispatch {
             Dispatch::Sync => {
-                let result = tool.handler.run(call, RunContext::sync()).await.map_err(Failure::Tool)?;
+                let result = unpanicked(tool.handler.run(call, RunContext::sync())).await.map_err(Failure::Tool)?;
                 Ok(with_complete_result_type(result))
             }
             Dispatch::Task => {
@@ -229,7 +229,7 @@ impl Host {
                 let handler = Arc::clone(&tool.handler);
                 tokio::spawn(async move {
                     let cancel = ctx.cancellation();
-                    let run = handler.run(call, RunContext::task(ctx.handle()));
+                    let run = unpanicked(handler.run(call, RunContext::task(ctx.handle())));
                     // Cancellation drops the work future; the task is already `cancelled`.
                     let outcome = tokio::select! {
                         outcome = run => Some(outcome),
@@ -248,6 +248,22 @@ impl Host {
             }
         }
     }
+}
+
+/// Runs tool code, turning a panic into the server-fault error (-32603) it is, so a panicking
+/// tool answers a synchronous call with an error (never a dropped connection) and fails its task
+/// with the panic's message (never leaves it `working`).
+async fn unpanicked<T>(work: impl std::future::Future<Output = Result<T, RpcError>>) -> Result<T, RpcError> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        tracing::error!(panic = %message, "tool code panicked");
+        Err(RpcError::internal(format!("tool panicked: {message}")))
+    })
 }
 
 /// A failure of a routed `tools/call`: a protocol error (status from the error table) or an
