@@ -20,7 +20,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, RequestParams, SubscriptionsListenRequestParams
+from mcp_types import CallToolRequestParams, RequestParams
 from pydantic import BaseModel, ConfigDict
 
 from . import _native
@@ -187,7 +187,7 @@ class TasksExtension(Extension):
             self.configure(name, config)
         self._default = TaskConfig(mode=default_mode)
         self._principal = principal
-        self._sdk_listen: Any = None
+        self._sdk_listen = False
         self._running: set[asyncio.Task[None]] = set()
 
     @property
@@ -239,33 +239,20 @@ class TasksExtension(Extension):
     def install(self, server: Any) -> None:
         """Completes the extension on ``server``; call once after ``MCPServer(..., extensions=[tasks])``.
 
-        Two things an mcp ``Extension`` cannot contribute by itself:
-
-        - ``subscriptions/listen`` with ``taskIds`` (``notifications/tasks``): mcp's own listen
-          handler knows only the core event kinds and extensions may not bind spec methods, so
-          this wraps the low-level handler; a filter without ``taskIds`` still reaches mcp's.
-        - A server middleware that hands ``tasks/*``, ``tools/call`` and ``subscriptions/listen``
-          to core's dispatcher *before* mcp validates their params with its own models, so a
-          malformed request gets the same answer here as from the Rust host.
+        It adds a server middleware (what an mcp ``Extension`` cannot contribute by itself) that
+        hands ``tasks/*``, ``tools/call`` and ``subscriptions/listen`` to core's dispatcher *before*
+        mcp validates their params with its own models, so a malformed request gets the same answer
+        here as from the Rust host. It also serves ``subscriptions/listen`` with ``taskIds``
+        (``notifications/tasks``), which mcp's own listen handler cannot express; a filter without
+        ``taskIds`` still reaches mcp's handler.
         """
         lowlevel = server._lowlevel_server
-        entry = lowlevel.get_request_handler("subscriptions/listen")
-        inner = entry.handler if entry is not None else None
-        self._sdk_listen = inner
-
-        async def listen(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
-            stream = await self._open_listen(ctx)
-            if stream is None:  # no taskIds: mcp's own handler serves this listen
-                return await inner(ctx, params)  # type: ignore[misc]
-            return await self._stream(ctx, stream)
-
-        params_type = entry.params_type if entry is not None else SubscriptionsListenRequestParams
-        lowlevel.add_request_handler("subscriptions/listen", params_type, listen)
+        self._sdk_listen = lowlevel.get_request_handler("subscriptions/listen") is not None
         lowlevel.middleware.append(self._route_early)
 
     async def _open_listen(self, ctx: ServerRequestContext[Any, Any]) -> _native.Listen | None:
         return await self._server.listen(
-            ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), self._sdk_listen is not None
+            ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), self._sdk_listen
         )
 
     async def _route_early(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:

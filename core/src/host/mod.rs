@@ -159,13 +159,14 @@ impl Host {
         let dispatcher = &self.inner.dispatcher;
         // One byte past the limit tells "too large" from "exactly the limit".
         let bytes = axum::body::to_bytes(body, dispatcher.config().max_body_bytes).await.ok();
-        // Header values that are not visible ASCII still reach the rules (and fail them) as text.
-        let owned: Vec<(&str, String)> = parts
+        // Header values that are not UTF-8 still reach the rules (and fail them) as text; valid
+        // ones are borrowed, not copied.
+        let texts: Vec<(&str, std::borrow::Cow<'_, str>)> = parts
             .headers
             .iter()
-            .map(|(name, value)| (name.as_str(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .map(|(name, value)| (name.as_str(), String::from_utf8_lossy(value.as_bytes())))
             .collect();
-        let pairs: Vec<(&str, &str)> = owned.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let pairs: Vec<(&str, &str)> = texts.iter().map(|(n, v)| (*n, v.as_ref())).collect();
         let request = HttpRequest { method: parts.method.as_str(), headers: Headers(&pairs), body: bytes.as_deref() };
         let principal = (self.inner.principal)(&parts);
         match dispatcher.handle_http(&request, principal.as_deref()) {
@@ -196,7 +197,8 @@ impl Host {
             .tools
             .iter()
             .find(|t| t.name == route.name)
-            .ok_or_else(|| ProtocolError::InvalidParams(format!("Unknown tool: {}", route.name)))?;
+            // The dispatcher routes only the tools `build` registered with it.
+            .ok_or_else(|| ProtocolError::Internal(format!("tool {:?} is routed but not served", route.name)))?;
         let key = &self.inner.state_key;
         let state = route
             .request_state
