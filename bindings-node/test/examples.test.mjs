@@ -43,8 +43,8 @@ async function startServe() {
 }
 
 test("the serve example and the Rust, Python and Node client examples work together", async (t) => {
-  if (!existsSync(join(examples, "serve")) || !existsSync(join(examples, "client"))) {
-    return t.skip("build the examples first (cargo test --all-targets does)");
+  for (const name of ["serve", "client"]) {
+    assert.ok(existsSync(join(examples, name)), `no ${name} example binary: run cargo build -p mcp-tasks --examples first`);
   }
   if (!existsSync(python)) return t.skip("no Python with mcp-tasks installed");
   const serve = await startServe();
