@@ -106,8 +106,8 @@ export declare class NativeTaskExecution {
 export declare function classifyToolsCall(resultJson: string, declared: boolean): string
 
 /**
- * Core's `ERROR_CLASSES` as JSON (`name`, `parent`, `code`, `pythonBuiltin`, `doc`), which the
- * tests compare with the classes of `ts/errors.ts`.
+ * Core's `ERROR_CLASSES` as JSON (core's serialization: `name`, `parent`, `code`,
+ * `pythonBuiltin`, `doc`), which the tests compare with the classes of `ts/errors.ts`.
  */
 export declare function errorClasses(): string
 

@@ -53,15 +53,11 @@ pub(crate) fn parse_json(what: &str, text: &str) -> napi::Result<Value> {
         .map_err(|e| protocol_error(&ProtocolError::InvalidParams(format!("{what} is not valid JSON: {e}"))))
 }
 
-/// Core's `ERROR_CLASSES` as JSON (`name`, `parent`, `code`, `pythonBuiltin`, `doc`), which the
-/// tests compare with the classes of `ts/errors.ts`.
+/// Core's `ERROR_CLASSES` as JSON (core's serialization: `name`, `parent`, `code`,
+/// `pythonBuiltin`, `doc`), which the tests compare with the classes of `ts/errors.ts`.
 #[napi]
 pub fn error_classes() -> String {
-    let rows: Vec<Value> = ERROR_CLASSES
-        .iter()
-        .map(|c| json!({"name": c.name, "parent": c.parent, "code": c.code, "pythonBuiltin": c.python_builtin, "doc": c.doc}))
-        .collect();
-    Value::Array(rows).to_string()
+    serde_json::to_string(ERROR_CLASSES).expect("the class table serializes")
 }
 
 /// The `CallToolResult` (JSON) of an outcome (JSON), or throws the typed error core names for a

@@ -16,9 +16,7 @@ fn to_json(value: &impl serde::Serialize) -> String {
 
 /// Reads a cancel mode (`stop` or `observe`) with core's own names for it.
 pub(crate) fn cancel_mode(mode: &str) -> napi::Result<CancelMode> {
-    serde_json::from_value(serde_json::Value::String(mode.to_owned())).map_err(|e| {
-        protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("cancel mode {mode:?}: {e}")))
-    })
+    CancelMode::parse(mode).map_err(|e| protocol_error(&e))
 }
 
 /// Core's driver defaults, overridden where given.

@@ -171,13 +171,7 @@ impl PyTaskExecution {
     /// Sends `tasks/cancel`; `mode` is "stop" or "observe".
     #[pyo3(signature = (mode = "stop"))]
     fn cancel(&self, mode: &str) -> PyResult<()> {
-        let mode = match mode {
-            "stop" => CancelMode::Stop,
-            "observe" => CancelMode::Observe,
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!("mode {other:?}: use stop or observe")));
-            }
-        };
+        let mode = CancelMode::parse(mode).map_err(|e| protocol_error(&e))?;
         self.inner.cancel(mode).map_err(client_error)
     }
 

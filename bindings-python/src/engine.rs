@@ -523,22 +523,18 @@ impl PyServer {
         headers: HeaderPairs,
         principal: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let route = match self.route(method, params, &headers)? {
-            Routing::Route(route @ (Route::GetTask { .. } | Route::UpdateTask { .. } | Route::CancelTask { .. })) => {
-                route
-            }
+        let route = self.route(method, params, &headers)?;
+        let task_id = match &route {
+            Routing::Route(
+                Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. },
+            ) => task_id.clone(),
             _ => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "Server.handle serves tasks/get, tasks/update and tasks/cancel, not {method}"
                 )));
             }
         };
-        let task_id = match &route {
-            Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. } => {
-                task_id.clone()
-            }
-            _ => unreachable!(),
-        };
+        let Routing::Route(route) = route else { unreachable!("matched above") };
         let engine = self.engine.clone();
         let callbacks = Arc::clone(&self.callbacks);
         crate::awaitable(py, async move {

@@ -8,7 +8,6 @@ use mcp_tasks::protocol::client::OutcomeError;
 use mcp_tasks::protocol::{ERROR_CLASSES, ProtocolError};
 use mcp_tasks::store::StoreError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 /// Builds `mcp_tasks.errors.{class}(code, message, data)` with `causes` (outermost first) chained
 /// as `__cause__`.
@@ -65,19 +64,8 @@ pub(crate) fn outcome_error(err: OutcomeError) -> PyErr {
     raise(err.class, err.code, err.message, err.data, &[])
 }
 
-/// `ERROR_CLASSES` as Python dicts (`name`, `parent`, `code`, `python_builtin`, `doc`), which
-/// the tests compare with `mcp_tasks.errors`.
-pub(crate) fn error_classes(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    ERROR_CLASSES
-        .iter()
-        .map(|class| {
-            let row = PyDict::new(py);
-            row.set_item("name", class.name)?;
-            row.set_item("parent", class.parent)?;
-            row.set_item("code", class.code)?;
-            row.set_item("python_builtin", class.python_builtin)?;
-            row.set_item("doc", class.doc)?;
-            Ok(row)
-        })
-        .collect()
+/// `ERROR_CLASSES` as Python dicts (core's serialization: `name`, `parent`, `code`,
+/// `pythonBuiltin`, `doc`), which the tests compare with `mcp_tasks.errors`.
+pub(crate) fn error_classes(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    pythonize::pythonize(py, ERROR_CLASSES).map_err(PyErr::from)
 }

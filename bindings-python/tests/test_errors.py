@@ -24,8 +24,8 @@ def test_every_class_of_the_core_table_is_here_as_described() -> None:
             assert issubclass(cls, MCPError), "the root is an mcp MCPError"
         else:
             assert cls.__mro__[1] is getattr(errors, parent), f"{name} extends {cls.__mro__[1].__name__}, not {parent}"
-        if row["python_builtin"] is not None:
-            assert issubclass(cls, getattr(builtins, row["python_builtin"])), f"{name} is no {row['python_builtin']}"
+        if row["pythonBuiltin"] is not None:
+            assert issubclass(cls, getattr(builtins, row["pythonBuiltin"])), f"{name} is no {row['pythonBuiltin']}"
         assert cls.CODE == row["code"], name
         assert (cls.__doc__ or "").strip() == row["doc"], f"{name}'s docstring differs from the table"
 

@@ -3820,8 +3820,8 @@ public func protocolVersion() -> String  {
 })
 }
 /**
- * Core's `ERROR_CLASSES` as JSON (`name`, `parent`, `code`, `pythonBuiltin`, `doc`), for the
- * tests that compare them with this enum and the generated Swift.
+ * Core's `ERROR_CLASSES` as JSON (core's serialization), for the tests that compare them with
+ * this enum and the generated Swift.
  */
 public func errorClassesJson() -> String  {
     return try!  FfiConverterString.lift(try! rustCall() {
@@ -3867,7 +3867,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_func_protocol_version() != 12312) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_func_error_classes_json() != 43126) {
+    if (uniffi_mcp_tasks_ffi_checksum_func_error_classes_json() != 22841) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_func_classify_tools_call() != 30219) {

@@ -137,6 +137,14 @@ pub enum CancelMode {
     Observe,
 }
 
+impl CancelMode {
+    /// Reads a mode by its wire name (`stop` or `observe`); anything else is -32602.
+    pub fn parse(mode: &str) -> Result<Self, crate::ProtocolError> {
+        serde_json::from_value(Value::String(mode.to_owned()))
+            .map_err(|_| crate::ProtocolError::InvalidParams(format!("cancel mode {mode:?}: use stop or observe")))
+    }
+}
+
 /// How a task ended, as far as the client is concerned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -155,7 +155,9 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
 /// parents (Python, TypeScript, Swift), and picks the class of an error with
 /// [`ProtocolError::class`], [`class_for_code`] or the client's own mapping; each binding's
 /// tests compare its classes with this table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Serialized (camelCase) as the rows bindings hand their tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ErrorClass {
     /// The class name, the same in every language.
     pub name: &'static str,
