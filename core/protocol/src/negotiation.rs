@@ -105,6 +105,19 @@ pub fn parse_envelope_shape(params: Option<&Value>) -> Result<Envelope, Protocol
     Ok(Envelope { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO).cloned() })
 }
 
+/// True when a request claims the per-request envelope of the 2026-07-28 revision: its
+/// `params._meta` carries the protocol-version key (whatever its value), or its
+/// `MCP-Protocol-Version` header names a revision this crate speaks. A request without the claim
+/// is 2025-era traffic, which an SDK serves through its own legacy path; the rule is the
+/// TypeScript SDK 2.4.0's (`hasEnvelopeClaim`), so both sides classify a request alike.
+pub fn claims_envelope(params: Option<&Value>, protocol_version_header: Option<&str>) -> bool {
+    let in_body = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(Value::as_object)
+        .is_some_and(|meta| meta.contains_key(META_PROTOCOL_VERSION));
+    in_body || protocol_version_header.is_some_and(|v| SUPPORTED_VERSIONS.contains(&v.trim()))
+}
+
 /// Refuses a protocol version this crate does not speak with -32022.
 pub fn check_version(requested: &str) -> Result<(), ProtocolError> {
     if SUPPORTED_VERSIONS.contains(&requested) {

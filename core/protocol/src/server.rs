@@ -62,6 +62,10 @@ pub struct DispatcherConfig {
     /// that serves its own tools), `Some(mode)` routes them with that mode (an SDK adapter whose
     /// SDK owns the tool list).
     pub default_mode: Option<TaskMode>,
+    /// An SDK serves every request that is not the extension's: [`Dispatcher::handle_http`]
+    /// answers [`Decision::Delegate`] for them instead of refusing them (the TypeScript server,
+    /// whose SDK owns `server/discover`, `tools/list`, resources, prompts and 2025-era traffic).
+    pub delegate: bool,
 }
 
 impl Default for DispatcherConfig {
@@ -71,6 +75,7 @@ impl Default for DispatcherConfig {
             server_version: env!("CARGO_PKG_VERSION").to_owned(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             default_mode: None,
+            delegate: false,
         }
     }
 }
@@ -168,6 +173,10 @@ pub enum Decision {
     Reply(Reply),
     /// Perform [`Routed::route`] for [`Routed::principal`], then reply through the [`Routed`].
     Route(Routed),
+    /// Hand the request, unchanged, to the SDK the dispatcher sits in front of (only with
+    /// [`DispatcherConfig::delegate`]): it is not the extension's traffic, a synchronous
+    /// `tools/call`, a listen whose filter names no tasks, or 2025-era traffic.
+    Delegate,
 }
 
 /// A request routed to one engine operation.
@@ -293,6 +302,10 @@ impl Dispatcher {
     /// from the request; `None` answers 401 (after the body was found to be a request, so
     /// malformed bodies get their own error first).
     pub fn handle_http(&self, request: &HttpRequest<'_>, principal: Option<&str>) -> Decision {
+        let delegate = self.config.delegate;
+        if delegate && !request.method.eq_ignore_ascii_case("POST") {
+            return Decision::Delegate;
+        }
         if !request.method.eq_ignore_ascii_case("POST") {
             // This revision has no sessions: GET (a standalone stream) and DELETE are refused.
             let mut reply = Reply::empty(405);
@@ -306,16 +319,26 @@ impl Dispatcher {
         };
         let (id, method, params) = match request::decode(body) {
             Ok(Incoming::Request { id, method, params }) => (id, method, params),
+            Ok(Incoming::Notification { .. } | Incoming::Response) if delegate => return Decision::Delegate,
             // Notifications and responses get no JSON-RPC answer.
             Ok(Incoming::Notification { .. } | Incoming::Response) => return Decision::Reply(Reply::empty(202)),
             Err(e) => return Decision::Reply(error_reply(e.id.as_ref(), &e.error, sse)),
         };
+        if delegate {
+            match self.delegation(&method, params.as_ref(), request.headers) {
+                Ok(true) => return Decision::Delegate,
+                Ok(false) => {}
+                Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
+            }
+        }
         let Some(principal) = principal else {
             let mut reply = error_reply(Some(&id), &ProtocolError::InvalidRequest("unauthorized".into()), false);
             reply.status = 401;
             return Decision::Reply(reply);
         };
         let routed = match self.route(&method, params.as_ref(), Some(request.headers)) {
+            // The SDK runs synchronous calls and serves listens that name no tasks.
+            Ok(Routing::Route(route)) if delegate && sdk_serves(&route) => return Decision::Delegate,
             Ok(Routing::Route(route)) => route,
             Ok(Routing::Answer(result)) => {
                 return Decision::Reply(Reply {
@@ -328,6 +351,31 @@ impl Dispatcher {
             Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
         };
         Decision::Route(Routed { id, principal: principal.to_owned(), route: routed, sse })
+    }
+
+    /// Whether a request belongs to the SDK before [`Dispatcher::route`] looks at it: methods
+    /// outside the extension, and 2025-era traffic (no envelope claim) other than `tasks/*`,
+    /// whose namespace the extension owns in every era. A 2025-era `tools/call` of a
+    /// task-required tool is refused here (-32021), since the SDK knows nothing of modes.
+    fn delegation(&self, method: &str, params: Option<&Value>, headers: Headers<'_>) -> Result<bool, ProtocolError> {
+        let parsed = match Method::parse(method) {
+            None | Some(Method::Discover | Method::ToolsList) => return Ok(true),
+            Some(parsed) => parsed,
+        };
+        // A repeated header is the route's error to report, not a reason to delegate.
+        let version_header = headers.single("mcp-protocol-version").unwrap_or(None);
+        if negotiation::claims_envelope(params, version_header) {
+            return Ok(false);
+        }
+        match parsed {
+            Method::ToolsCall => {
+                let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default();
+                self.legacy_tool_call(name)?;
+                Ok(true)
+            }
+            Method::SubscriptionsListen => Ok(true),
+            _ => Ok(false),
+        }
     }
 
     /// Decides a request whose JSON-RPC framing is already parsed: the method, its params
@@ -430,6 +478,21 @@ impl Dispatcher {
             "ttlMs": LISTING_TTL_MS,
             "cacheScope": "public",
         })
+    }
+}
+
+/// The principal a task is bound to when an SDK's auth names the client: `client:{id}`, or
+/// `anonymous` for a server without auth (every caller then shares the one principal).
+pub fn default_principal(client_id: Option<&str>) -> String {
+    client_id.map_or_else(|| "anonymous".to_owned(), |id| format!("client:{id}"))
+}
+
+/// Whether the SDK behind a delegating dispatcher performs `route` itself.
+fn sdk_serves(route: &Route) -> bool {
+    match route {
+        Route::CallTool(call) => call.dispatch == Dispatch::Sync,
+        Route::Listen { task_ids, .. } => task_ids.is_none(),
+        _ => false,
     }
 }
 
@@ -537,8 +600,75 @@ mod tests {
     fn reply(decision: Decision) -> Reply {
         match decision {
             Decision::Reply(reply) => reply,
-            Decision::Route(routed) => panic!("expected a reply, got {routed:?}"),
+            other => panic!("expected a reply, got {other:?}"),
         }
+    }
+
+    fn delegating() -> Dispatcher {
+        let mut d = dispatcher();
+        d.config.delegate = true;
+        d.config.default_mode = Some(TaskMode::Forbidden);
+        d
+    }
+
+    #[test]
+    fn a_delegating_dispatcher_keeps_only_the_extensions_traffic() {
+        let d = delegating();
+        let h = |m: &'static str, n: Option<&'static str>| {
+            let mut v = vec![("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", m)];
+            v.extend(n.map(|n| ("Mcp-Name", n)));
+            v
+        };
+        let delegated = |decision: Decision| matches!(decision, Decision::Delegate);
+        // Methods outside the extension, listings, notifications and other HTTP methods.
+        for method in ["resources/read", "server/discover", "tools/list", "initialize"] {
+            let b = body(method, json!({}), true);
+            assert!(delegated(d.handle_http(&post(&h(method, None), &b), Some("a"))), "{method}");
+        }
+        let n = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#;
+        assert!(delegated(d.handle_http(&post(&[], n), Some("a"))));
+        assert!(delegated(d.handle_http(&HttpRequest { method: "GET", headers: Headers(&[]), body: None }, None)));
+        // A synchronous call (forbidden tool, or optional without the declaration) and a listen
+        // naming no tasks are the SDK's; a task is core's.
+        let sync = body("tools/call", json!({"name": "other"}), true);
+        assert!(delegated(d.handle_http(&post(&h("tools/call", Some("other")), &sync), Some("a"))));
+        let undeclared = body("tools/call", json!({"name": "maybe"}), false);
+        assert!(delegated(d.handle_http(&post(&h("tools/call", Some("maybe")), &undeclared), Some("a"))));
+        let task = body("tools/call", json!({"name": "maybe"}), true);
+        assert!(matches!(d.handle_http(&post(&h("tools/call", Some("maybe")), &task), Some("a")), Decision::Route(_)));
+        let listen = body("subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), true);
+        assert!(delegated(d.handle_http(&post(&h("subscriptions/listen", None), &listen), Some("a"))));
+        let tasks_listen = body("subscriptions/listen", json!({"notifications": {"taskIds": ["t"]}}), true);
+        assert!(matches!(
+            d.handle_http(&post(&h("subscriptions/listen", None), &tasks_listen), Some("a")),
+            Decision::Route(_)
+        ));
+    }
+
+    #[test]
+    fn a_delegating_dispatcher_classifies_2025_traffic_as_the_sdk_does() {
+        let d = delegating();
+        let legacy = |method: &str, params: Value| {
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string().into_bytes()
+        };
+        // No envelope claim: the SDK's legacy path runs the call, unless the tool needs a task.
+        let b = legacy("tools/call", json!({"name": "maybe"}));
+        assert!(matches!(d.handle_http(&post(&[], &b), Some("a")), Decision::Delegate));
+        let b = legacy("tools/call", json!({"name": "task"}));
+        let r = reply(d.handle_http(&post(&[], &b), Some("a")));
+        assert_eq!(r.message.unwrap()["error"]["code"], -32021);
+        // tasks/* stays core's in every era: the same refusal as every other server.
+        let b = legacy("tasks/get", json!({"taskId": "t"}));
+        let r = reply(d.handle_http(&post(&[], &b), Some("a")));
+        assert_eq!(r.message.unwrap()["error"]["code"], -32602);
+        // A modern header is a claim: the envelope's absence is then an error, not 2025 traffic.
+        let b = legacy("tools/call", json!({"name": "maybe"}));
+        let r = reply(d.handle_http(&post(&[("MCP-Protocol-Version", "2026-07-28")], &b), Some("a")));
+        assert_eq!(r.message.unwrap()["error"]["code"], -32602);
+        // A malformed claim is core's to refuse, as the SDK refuses it.
+        let b = legacy("tools/call", json!({"name": "maybe", "_meta": {META_PROTOCOL_VERSION: 5}}));
+        let r = reply(d.handle_http(&post(&[], &b), Some("a")));
+        assert_eq!(r.message.unwrap()["error"]["code"], -32602);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! memory when it becomes terminal; terminal tasks are read from the store and cost no RAM.
 
 mod context;
+mod options;
 mod serve;
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use context::{NO_RESULT_MESSAGE, TaskContext, TaskHandle};
+pub use options::{DEFAULT_STORE, EngineOptions, OpenedEngine};
 pub use serve::Served;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
@@ -107,10 +109,14 @@ impl Default for EngineConfig {
     }
 }
 
-/// Per-task settings, usually from the tool's registration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Per-task settings, usually from the tool's registration. As JSON (an adapter's per-tool
+/// options): `{"ttlMs": number | null, "pollIntervalMs": number}`, both optional, `null`
+/// unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskOptions {
     /// TTL override: `Some(None)` is unlimited, `None` takes the engine default.
+    #[serde(default, deserialize_with = "options::present")]
     pub ttl_ms: Option<Option<u64>>,
     /// Poll interval override.
     pub poll_interval_ms: Option<u64>,

@@ -172,6 +172,8 @@ impl Host {
         match dispatcher.handle_http(&request, principal.as_deref()) {
             Decision::Reply(reply) => http_reply(&reply),
             Decision::Route(routed) => self.perform(routed).await,
+            // This host builds its dispatcher without `delegate`: there is no SDK behind it.
+            Decision::Delegate => unreachable!("the axum host's dispatcher never delegates"),
         }
     }
 
