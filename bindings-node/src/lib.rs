@@ -6,6 +6,7 @@
 pub mod client;
 pub mod error;
 pub mod protocol;
+pub mod server;
 
 use napi_derive::napi;
 

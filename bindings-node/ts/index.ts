@@ -8,11 +8,8 @@
  * SQLite so `resumeAll()` picks tasks up again after a restart.
  */
 
-import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
-import { dirname, join } from "node:path";
-
 import type * as NativeModule from "../native.js";
+import { native } from "./native.js";
 import { InvalidParamsError, mapped, mappedSync } from "./errors.js";
 
 export {
@@ -34,10 +31,6 @@ export {
   UnsupportedVersionError,
   toError,
 } from "./errors.js";
-
-const native: typeof NativeModule = createRequire(import.meta.url)(
-  join(dirname(fileURLToPath(import.meta.url)), "..", `mcp-tasks.${process.platform}-${process.arch}-gnu.node`),
-);
 
 /** The extension identifier, `io.modelcontextprotocol/tasks`. */
 export const EXTENSION_ID: string = native.EXTENSION_ID;
