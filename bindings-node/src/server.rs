@@ -16,7 +16,7 @@ use mcp_tasks::protocol::server::{
 };
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError};
 use mcp_tasks::{Engine, EngineError};
-use napi::bindgen_prelude::{Buffer, within_runtime_if_available};
+use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -309,6 +309,7 @@ impl NativeToolCall {
             ctx: parking_lot::Mutex::new(Some(ctx)),
             reply: http_reply(&inner.routed.result(created)),
             finished: CancellationToken::new(),
+            runtime: tokio::runtime::Handle::current(),
         })
     }
 }
@@ -330,15 +331,19 @@ pub struct NativeTask {
     reply: HttpReply,
     /// Cancelled when the work finishes, so [`NativeTask::cancelled`] stops waiting.
     finished: CancellationToken,
+    /// The runtime the task was created on, where dropping its context fails it.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Drop for NativeTask {
     fn drop(&mut self) {
         self.finished.cancel();
         // Dropping an unfinished context fails its task (-32603) on the runtime, which the JS
-        // thread (where the garbage collector drops this) is not inside of.
+        // thread (where the garbage collector drops this) is not inside of. At process exit
+        // the runtime may be gone: the store's orphan recovery fails the task at the next start.
         if let Some(ctx) = self.ctx.lock().take() {
-            within_runtime_if_available(move || drop(ctx));
+            let _inside = self.runtime.enter();
+            drop(ctx);
         }
     }
 }
@@ -463,6 +468,6 @@ impl NativeListen {
     /// The listen request's result (one SSE event), which ends the stream gracefully.
     #[napi(getter)]
     pub fn close_event(&self) -> String {
-        sse_event(&self.inner.frames.close_result())
+        sse_event(&self.inner.frames.close())
     }
 }

@@ -1,4 +1,5 @@
-// TasksClient over real loopback HTTP against the Rust host and the Python server.
+// TasksClient over real loopback HTTP against the Rust host, the Python server and the
+// TypeScript server.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -7,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { TasksClient, InvalidParamsError, McpTaskError, TaskCancelledError } from "../dist/index.js";
-import { rustHost, pythonServer } from "./servers.mjs";
+import { nodeServer, rustHost, pythonServer } from "./servers.mjs";
 
 const text = (outcome) => {
   assert.equal(outcome.kind, "completed", JSON.stringify(outcome));
@@ -22,6 +23,7 @@ const answers = async ({ key, method }) => {
 const servers = [
   ["Rust host", rustHost],
   ["Python server", pythonServer],
+  ["TypeScript server", () => nodeServer()],
 ];
 
 for (const [name, startServer] of servers) {
@@ -133,7 +135,7 @@ for (const [name, startServer] of servers) {
     test("server errors carry their JSON-RPC code", async (t) => {
       if (!server) return t.skip("no Python with mcp-tasks installed");
       const c = client();
-      if (name === "Rust host") {
+      if (name !== "Python server") {
         await assert.rejects(c.callTool("no_such_tool", {}), (error) => {
           assert.ok(error instanceof InvalidParamsError, String(error));
           assert.equal(error.code, -32602);

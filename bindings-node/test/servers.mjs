@@ -1,6 +1,7 @@
 // Starts the servers the tests talk to over loopback HTTP: the Rust fixture host
-// (tests/fixtures, `fixture-server`) and the Python server (mcp 2.3.0 MCPServer + TasksExtension,
-// tests/conformance/python_server.py). Both serve the same 7 fixture tools.
+// (tests/fixtures, `fixture-server`), the Python server (mcp 2.3.0 MCPServer + TasksExtension,
+// tests/conformance/python_server.py) and the TypeScript server (@modelcontextprotocol/server
+// McpServer + mcp-tasks/server, test/fixture-server.mjs). All serve the same 7 fixture tools.
 import { spawn } from "node:child_process";
 import { Socket, createServer } from "node:net";
 import { existsSync } from "node:fs";
@@ -58,4 +59,10 @@ export async function pythonServer() {
   const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");
   if (!existsSync(python)) return null;
   return start(python, [join(ROOT, "tests", "conformance", "python_server.py"), String(await freePort())]);
+}
+
+/** The TypeScript server (test/fixture-server.mjs) on `store` (default memory://). */
+export async function nodeServer(store = "memory://", port = undefined) {
+  const script = join(ROOT, "bindings-node", "test", "fixture-server.mjs");
+  return start(process.execPath, [script, String(port ?? (await freePort())), store]);
 }
