@@ -59,9 +59,12 @@ export declare class NativeServer {
   /**
    * Opens the store of `options` (core's `EngineOptions`, JSON; absent fields take core's
    * defaults) and builds a delegating dispatcher whose unconfigured tools run in
-   * `default_mode` (`forbidden` | `optional` | `required`).
+   * `default_mode` (`forbidden` | `optional` | `required`) and which reads bodies of at
+   * most `max_body_bytes` (absent: core's default). `request_state_key` seals MRTR
+   * `requestState` (absent: random per process; set one shared key when several processes
+   * serve the same endpoint).
    */
-  static open(optionsJson: string, defaultMode: string): Promise<NativeServer>
+  static open(optionsJson: string, defaultMode: string, maxBodyBytes?: number | undefined | null, requestStateKey?: string | undefined | null): Promise<NativeServer>
   /**
    * Stops the background sweeper, which holds the engine and its store (also done when the
    * server is garbage-collected).
@@ -209,13 +212,17 @@ export declare class NativeToolCall {
   get argumentsJson(): string
   /** This round's MRTR answers (JSON), if any. */
   get inputResponsesJson(): string | null
-  /** The previous MRTR round's `requestState`, as the client sent it back. */
-  get requestState(): string | null
+  /**
+   * The state the previous MRTR round asked to get back (JSON), opened and verified: sealed
+   * for this principal and tool, unaltered, unexpired.
+   */
+  get stateJson(): string | null
   /**
    * The reply asking for input before any task exists (an MRTR round): `input_requests` is
-   * an `InputRequests` object (JSON), `request_state` what the client sends back.
+   * an `InputRequests` object (JSON), `state` (JSON) what to get back on the retry; it is
+   * sealed for this principal and tool, valid for core's `REQUEST_STATE_TTL_MS`.
    */
-  inputRequired(inputRequestsJson: string, requestState?: string | undefined | null): HttpReply
+  inputRequired(inputRequestsJson: string, stateJson?: string | undefined | null): HttpReply
   /** The reply refusing the call with a JSON-RPC error before any task exists. */
   error(code: number, message: string, dataJson?: string | undefined | null): HttpReply
   /**

