@@ -178,8 +178,8 @@ class Scripts {
     return new Promise((resolve) => (queue.waiting = resolve));
   }
 
-  async run(substitute = {}) {
-    const task = currentTask();
+  async run(ctx, substitute = {}) {
+    const task = currentTask(ctx);
     assert.ok(task !== undefined, "scripted work runs as a task");
     for (;;) {
       const [kind, value] = await this.take(task.taskId);
@@ -229,7 +229,7 @@ function buildFactory(scripts) {
     const present = Object.fromEntries(Object.entries({ x, n }).filter(([, v]) => v !== undefined));
     return { content: [{ type: "text", text: `ran ${tool} synchronously with ${JSON.stringify(present)}` }], isError: false };
   };
-  const scripted = (tool) => async (params) => (currentTask() === undefined ? syncText(tool, params) : scripts.run());
+  const scripted = (tool) => async (params, ctx) => (currentTask(ctx) === undefined ? syncText(tool, params) : scripts.run(ctx));
   return () => {
     const server = new McpServer({ name: "mcp-tasks-test", version: "0.1.0" });
     server.registerTool("echo", { description: "Synchronous only.", inputSchema: args }, scripted("echo"));
@@ -238,7 +238,7 @@ function buildFactory(scripts) {
     }
     server.registerTool("ask_name", {}, async (ctx) => {
       const name = ctx.mcpReq.inputResponses?.user_name?.content?.name ?? "";
-      return scripts.run({ "{user_name}": String(name) });
+      return scripts.run(ctx, { "{user_name}": String(name) });
     });
     return server;
   };

@@ -78,7 +78,7 @@ describe("an McpServer with task tools", () => {
     handler = tasks.handler(() => {
       const s = new McpServer({ name: "under-test", version: "1.0.0" });
       s.registerTool("sleepy", { inputSchema: z.object({ ms: z.number() }) }, async ({ ms }, ctx) => {
-        const task = currentTask();
+        const task = currentTask(ctx);
         if (task !== undefined) {
           seen.principals.push(task.principal);
           await task.setStatus("sleeping");
@@ -91,8 +91,8 @@ describe("an McpServer with task tools", () => {
         });
         return { content: [{ type: "text", text: task === undefined ? "slept (no task)" : `slept in ${task.taskId}` }] };
       });
-      s.registerTool("ask", {}, async () => {
-        const answers = await currentTask().requestInput({
+      s.registerTool("ask", {}, async (ctx) => {
+        const answers = await currentTask(ctx).requestInput({
           color: { method: "elicitation/create", params: { mode: "form", message: "Color?", requestedSchema: { type: "object", properties: { c: { type: "string" } } } } },
         });
         return { content: [{ type: "text", text: `color ${answers.color.content.c}` }] };
@@ -284,6 +284,50 @@ describe("the TypeScript server killed with SIGKILL", () => {
       );
     } finally {
       second.stop();
+    }
+  });
+});
+
+describe("TypeScript workers sharing a PostgreSQL store", () => {
+  const url = process.env.MCP_TASKS_PG_URL;
+
+  test("a task made on one worker is read and cancelled through another", { skip: url === undefined && "no PostgreSQL (tests/run-all starts one)" }, async () => {
+    const aborted = [];
+    const worker = async () => {
+      const tasks = await TasksServer.open({ store: url, tools: { wait: "optional" } });
+      const handler = tasks.handler(() => {
+        const s = new McpServer({ name: "worker", version: "1.0.0" });
+        s.registerTool("wait", {}, async (ctx) => {
+          const task = currentTask(ctx);
+          await new Promise((resolve) => task.signal.addEventListener("abort", resolve));
+          aborted.push(task.taskId);
+          return { content: [] };
+        });
+        return s;
+      });
+      const server = http.createServer(handler.node);
+      const port = await freePort();
+      await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+      return { tasks, handler, server, url: `http://127.0.0.1:${port}/mcp` };
+    };
+    const [first, second] = [await worker(), await worker()];
+    try {
+      const created = await rpc(first.url).call("tools/call", { name: "wait", arguments: {} });
+      const taskId = created.result.taskId;
+      assert.equal((await getTask(rpc(second.url), taskId)).result.status, "working");
+      const cancelled = await rpc(second.url).call("tasks/cancel", { taskId });
+      assert.equal(cancelled.status, 200, JSON.stringify(cancelled));
+      // The cancel reaches the work on the first worker through the store's change feed.
+      await until(async () => aborted, (ids) => ids.includes(taskId), { tries: 200, ms: 25 });
+      assert.equal((await getTask(rpc(first.url), taskId)).result.status, "cancelled");
+    } finally {
+      for (const w of [first, second]) {
+        w.server.closeAllConnections();
+        await new Promise((resolve) => w.server.close(resolve));
+        await w.handler.close();
+        await w.tasks.drain();
+        w.tasks.close();
+      }
     }
   });
 });

@@ -11,7 +11,6 @@
  * its result or error ends the task. Everything else is the SDK's to serve, unchanged.
  */
 
-import { AsyncLocalStorage } from "node:async_hooks";
 import type { IncomingMessage, ServerResponse } from "node:http";
 
 import {
@@ -116,7 +115,7 @@ export interface TasksServerOptions {
   idPrefix?: string;
 }
 
-/** The running task, as its tool code sees it (from `currentTask()`). */
+/** The running task, as its tool code sees it (from `currentTask(ctx)`). */
 export interface CurrentTask {
   /** The task id the client polls. */
   readonly taskId: string;
@@ -143,11 +142,17 @@ interface Run {
   thrown?: ProtocolError;
 }
 
-const runs = new AsyncLocalStorage<Run>();
+/** The run of each SDK exchange that runs a task's tool, by the exchange's request: the SDK
+ * hands that same request to the factory (`requestInfo`) and to the tool (`ctx.http.req`). A
+ * weak map, not an `AsyncLocalStorage`, which would slow every promise of the process. */
+const runs = new WeakMap<Request, Run>();
 
-/** The task the calling tool code runs as, or `undefined` when it runs synchronously. */
-export function currentTask(): CurrentTask | undefined {
-  return runs.getStore()?.task;
+/** The task the tool runs as, from the tool's context (its last argument), or `undefined` when
+ * it runs synchronously:
+ * `server.registerTool("render", config, async (args, ctx) => { currentTask(ctx)?.setStatus(...) })`. */
+export function currentTask(ctx: { http?: { req?: Request } } | undefined): CurrentTask | undefined {
+  const request = ctx?.http?.req;
+  return request === undefined ? undefined : runs.get(request)?.task;
 }
 
 /** What `TasksServer.handler` returns: the SDK handler's faces, in front of core. */
@@ -173,12 +178,54 @@ function toResponse(reply: HttpReply): Response {
   return new Response(body, { status: reply.status, headers: reply.headers });
 }
 
+/** The request headers core reads; only these cross into the native module. */
+const READ_HEADERS = new Set((native as Native).readHeaders());
+
+/** One HTTP request as either face received it, with what is costly built only when needed. */
+interface Incoming {
+  method: string;
+  url: string;
+  /** Raw header pairs, flat (`[name, value, ...]`). */
+  rawHeaders: string[];
+  /** The body read (at most the limit); `null` when over it, or for a method without one. */
+  body: Buffer | null;
+  authInfo: AuthInfo | undefined;
+  /** The request as a fetch `Request` (for the SDK and the principal function). */
+  request(): Request;
+}
+
+/** What to send back: a reply core built, or a `Response` (the SDK's, a listen stream). */
+type Answer = { reply: HttpReply } | { response: Response };
+
+/** Every header core reads, as flat pairs (repeats kept, so core can refuse them). */
+function coreHeaders(raw: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (READ_HEADERS.has(raw[i]!.toLowerCase())) {
+      out.push(raw[i]!, raw[i + 1]!);
+    }
+  }
+  return out;
+}
+
+/** A running task of this process, and how to stop its work. */
+interface Running {
+  task: NativeModule.NativeTask;
+  abort: AbortController;
+}
+
+/** How often running work is checked for a cancel or an expiry this process did not serve
+ * (another worker's cancel, a TTL sweep): the core's sweep interval. */
+const CANCEL_CHECK_MS = 1_000;
+
 /** The tasks extension for TypeScript servers: core's dispatcher and engine over one store. */
 export class TasksServer {
   readonly #native: NativeModule.NativeServer;
   readonly #tools = new Map<string, TaskToolConfig>();
   readonly #principal: (info: PrincipalInfo) => string | undefined;
-  readonly #running = new Set<Promise<void>>();
+  readonly #running = new Map<string, Running>();
+  readonly #runs = new Set<Promise<void>>();
+  #checker: ReturnType<typeof setInterval> | undefined;
 
   private constructor(nativeServer: NativeModule.NativeServer, options: TasksServerOptions) {
     this.#native = nativeServer;
@@ -207,7 +254,13 @@ export class TasksServer {
   /** Sets how `tool` runs as a task (a mode, or the full configuration). */
   configure(tool: string, config: TaskMode | TaskToolConfig): void {
     const full: TaskToolConfig = typeof config === "string" ? { mode: config } : config;
-    mappedSync(() => this.#native.configure(tool, full.mode ?? "optional"));
+    const options = {
+      ...(full.ttlMs !== undefined && { ttlMs: full.ttlMs }),
+      ...(full.pollIntervalMs !== undefined && { pollIntervalMs: full.pollIntervalMs }),
+    };
+    mappedSync(() =>
+      this.#native.configure(tool, full.mode ?? "optional", JSON.stringify(options), full.prepare !== undefined),
+    );
     this.#tools.set(tool, full);
   }
 
@@ -231,23 +284,26 @@ export class TasksServer {
       if (ctx.era === "modern") {
         server.registerCapabilities(capabilities);
       }
-      const run = runs.getStore();
+      const run = ctx.requestInfo === undefined ? undefined : runs.get(ctx.requestInfo);
       if (run !== undefined && product instanceof McpServer) {
         catchProtocolErrors(product, run);
       }
       return product;
     };
     const sdk = createMcpHandler(wrapped, options);
-    const fetch = (request: Request, requestOptions?: { authInfo?: AuthInfo }): Promise<Response> =>
-      this.#serve(sdk, request, requestOptions?.authInfo, undefined);
+    const fetch = async (request: Request, requestOptions?: { authInfo?: AuthInfo }): Promise<Response> => {
+      const incoming = await fromFetch(request, requestOptions?.authInfo, this.#native.maxBodyBytes);
+      const answer = await this.#answer(sdk, incoming);
+      return "reply" in answer ? toResponse(answer.reply) : answer.response;
+    };
     const node = (req: IncomingMessage, res: ServerResponse): Promise<void> => this.#serveNode(sdk, req, res);
     return { fetch, node, close: () => sdk.close(), sdk };
   }
 
   /** Waits for the tools still running in this process (tests, graceful shutdown). */
   async drain(): Promise<void> {
-    while (this.#running.size > 0) {
-      await Promise.allSettled([...this.#running]);
+    while (this.#runs.size > 0) {
+      await Promise.allSettled([...this.#runs]);
     }
   }
 
@@ -263,97 +319,151 @@ export class TasksServer {
   }
 
   /** Tests and vectors: runs one TTL sweep; resolves to `[expired, purged]`. */
-  sweep(): Promise<number[]> {
-    return mapped(() => this.#native.sweep());
+  async sweep(): Promise<number[]> {
+    const counts = await mapped(() => this.#native.sweep());
+    this.#stopCancelled();
+    return counts;
   }
 
-  async #serve(
-    sdk: McpHttpHandler,
-    request: Request,
-    authInfo: AuthInfo | undefined,
-    raw: { headers: string[]; body: Buffer | null } | undefined,
-  ): Promise<Response> {
-    const limit = this.#native.maxBodyBytes;
-    const body = raw !== undefined ? raw.body : request.method === "POST" ? await readBounded(request, limit) : null;
-    const headers = raw?.headers ?? [...request.headers].flat();
-    const principal = this.#principal({ ...(authInfo !== undefined && { authInfo }), request });
-    const handled = await mapped(() => this.#native.handle(request.method, headers, body, principal ?? null));
-    if (handled.delegate) {
-      const forwarded = new Request(request.url, {
-        method: request.method,
-        headers: request.headers,
-        signal: request.signal,
-        ...(body !== null && request.method !== "GET" && request.method !== "HEAD" && { body: new Uint8Array(body) }),
+  /** Core's answer to one request, or the SDK's when core hands it over. */
+  async #answer(sdk: McpHttpHandler, incoming: Incoming): Promise<Answer> {
+    let principal: string | undefined;
+    {
+      const { authInfo } = incoming;
+      let request: Request | undefined;
+      principal = this.#principal({
+        ...(authInfo !== undefined && { authInfo }),
+        get request() {
+          return (request ??= incoming.request());
+        },
       });
-      return sdk.fetch(forwarded, authInfo !== undefined ? { authInfo } : undefined);
+    }
+    const decided = mappedSync(() =>
+      this.#native.handle(incoming.method, coreHeaders(incoming.rawHeaders), incoming.body, principal ?? null),
+    );
+    if (decided instanceof native.NativeTask) {
+      // A task call of a tool without `prepare`: core created the task in the same call.
+      this.#run(sdk, decided, principal ?? "", incoming);
+      return { reply: decided.creationReply };
+    }
+    if (!(decided instanceof native.Handled)) {
+      return { reply: decided }; // the common answer: one crossing, a plain object
+    }
+    let handled = decided;
+    if (handled.pending) {
+      handled = await mapped(() => handled.perform());
+    }
+    const taskId = handled.taskId;
+    if (taskId != null) {
+      // A cancel, or a read that noticed an expiry, stops the work now, not at the next check.
+      this.#stopIfCancelled(taskId);
+    }
+    const creation = handled.takeCreation();
+    if (creation != null) {
+      const task = await mapped(() => creation.wait());
+      this.#run(sdk, task, principal ?? "", incoming);
+      return { reply: task.creationReply };
     }
     const reply = handled.reply;
     if (reply != null) {
-      return toResponse(reply);
+      return { reply };
     }
     const listen = handled.listen;
     if (listen != null) {
-      return listenResponse(listen, request.signal);
+      return { response: listenResponse(listen, incoming.request().signal) };
     }
     const call = handled.call;
-    if (call == null || body === null) {
-      throw new Error("mcp-tasks: the native dispatcher decided nothing");
+    if (call != null) {
+      return { reply: await this.#prepareTask(sdk, call, incoming, principal ?? "") };
     }
-    return this.#startTask(sdk, call, request, authInfo, body);
+    const options = incoming.authInfo !== undefined ? { authInfo: incoming.authInfo } : undefined;
+    return { response: await sdk.fetch(incoming.request(), options) };
   }
 
-  async #startTask(
+  /** A task call of a tool with `prepare`: its MRTR phase runs first, then the task is created. */
+  async #prepareTask(
     sdk: McpHttpHandler,
     call: NativeModule.NativeToolCall,
-    request: Request,
-    authInfo: AuthInfo | undefined,
-    body: Buffer,
-  ): Promise<Response> {
-    const config = this.#tools.get(call.name) ?? {};
-    if (config.prepare !== undefined) {
-      let ask: InputRequired | undefined;
-      try {
-        ask = await config.prepare({
-          name: call.name,
-          arguments: JSON.parse(call.argumentsJson) as Record<string, unknown>,
-          ...(call.inputResponsesJson != null && {
-            inputResponses: JSON.parse(call.inputResponsesJson) as Record<string, unknown>,
-          }),
-          ...(call.stateJson != null && { state: JSON.parse(call.stateJson) as unknown }),
-          principal: call.principal,
-        });
-      } catch (error) {
-        const [code, message, data] = rpcError(error);
-        return toResponse(mappedSync(() => call.error(code, message, data)));
-      }
-      if (ask !== undefined) {
-        return toResponse(
-          mappedSync(() =>
-            call.inputRequired(
-              JSON.stringify(ask.inputRequests),
-              ask.state === undefined ? null : JSON.stringify(ask.state),
-            ),
-          ),
-        );
-      }
+    incoming: Incoming,
+    principal: string,
+  ): Promise<HttpReply> {
+    const name = call.name;
+    const prepare = this.#tools.get(name)?.prepare;
+    let ask: InputRequired | undefined;
+    try {
+      ask = await prepare?.({
+        name,
+        arguments: JSON.parse(call.argumentsJson) as Record<string, unknown>,
+        ...(call.inputResponsesJson != null && {
+          inputResponses: JSON.parse(call.inputResponsesJson) as Record<string, unknown>,
+        }),
+        ...(call.stateJson != null && { state: JSON.parse(call.stateJson) as unknown }),
+        principal,
+      });
+    } catch (error) {
+      const [code, message, data] = rpcError(error);
+      return mappedSync(() => call.error(code, message, data));
     }
-    const options = {
-      ...(config.ttlMs !== undefined && { ttlMs: config.ttlMs }),
-      ...(config.pollIntervalMs !== undefined && { pollIntervalMs: config.pollIntervalMs }),
-    };
+    if (ask !== undefined) {
+      return mappedSync(() =>
+        call.inputRequired(JSON.stringify(ask.inputRequests), ask.state === undefined ? null : JSON.stringify(ask.state)),
+      );
+    }
     // Durable before the answer: the creation reply is sent only once the store has the task.
-    const task = await mapped(() => call.createTask(JSON.stringify(options)));
-    const message = JSON.parse(body.toString("utf8")) as { id: unknown; params: Record<string, unknown> };
-    const running = runTask(sdk, task, call.principal, request, authInfo, message).finally(() => {
-      this.#running.delete(running);
+    const creation = call.createTask();
+    const task = mappedSync(() => creation.take()) ?? (await mapped(() => creation.wait()));
+    this.#run(sdk, task, principal, incoming);
+    return task.creationReply;
+  }
+
+  /** Runs a created task's tool in the background, registered so a cancel can stop it. */
+  #run(sdk: McpHttpHandler, task: NativeModule.NativeTask, principal: string, incoming: Incoming): void {
+    const taskId = task.taskId;
+    const entry: Running = { task, abort: new AbortController() };
+    this.#running.set(taskId, entry);
+    this.#checker ??= setInterval(() => this.#stopCancelled(), CANCEL_CHECK_MS).unref();
+    const exchange = { url: incoming.url, headers: exchangeHeaders(incoming.rawHeaders), authInfo: incoming.authInfo };
+    const run = runTask(sdk, entry, taskId, principal, exchange, incoming.body!).finally(() => {
+      this.#runs.delete(run);
+      this.#running.delete(taskId);
+      if (this.#running.size === 0 && this.#checker !== undefined) {
+        clearInterval(this.#checker);
+        this.#checker = undefined;
+      }
     });
-    this.#running.add(running);
-    return toResponse(task.creationReply);
+    this.#runs.add(run);
+  }
+
+  /** Stops the work of `taskId` if its task was cancelled or expired. */
+  #stopIfCancelled(taskId: string): void {
+    const entry = this.#running.get(taskId);
+    if (entry !== undefined && entry.task.isCancelled()) {
+      entry.abort.abort(new Error(`task ${taskId} was cancelled or expired`));
+    }
+  }
+
+  /** Stops the work of every task that was cancelled or expired. */
+  #stopCancelled(): void {
+    for (const taskId of this.#running.keys()) {
+      this.#stopIfCancelled(taskId);
+    }
   }
 
   async #serveNode(sdk: McpHttpHandler, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const abort = new AbortController();
-    res.on("close", () => abort.abort());
+    // Only a request handed to the SDK or streamed needs to learn that its client went away;
+    // the controller (and its listener) exist only then.
+    let abort: AbortController | undefined;
+    const signal = (): AbortSignal => {
+      if (abort === undefined) {
+        const controller = (abort = new AbortController());
+        res.once("close", () => {
+          if (!res.writableFinished) {
+            controller.abort();
+          }
+        });
+      }
+      return abort.signal;
+    };
     try {
       const limit = this.#native.maxBodyBytes;
       const method = req.method ?? "GET";
@@ -366,25 +476,34 @@ export class TasksServer {
             ? Buffer.from(JSON.stringify(parsed))
             : await readNodeBounded(req, limit);
       const url = `http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`;
-      const headers = new Headers();
-      for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
-        headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
-      }
-      const request = new Request(url, {
+      let request: Request | undefined;
+      const incoming: Incoming = {
         method,
-        headers,
-        signal: abort.signal,
-        ...(body !== null && { body: new Uint8Array(body) }),
-      });
-      const authInfo = (req as { auth?: AuthInfo }).auth;
-      // Core sees the raw header pairs, so a repeated header is refused, not merged.
-      const response = await this.#serve(sdk, request, authInfo, { headers: req.rawHeaders, body });
+        url,
+        rawHeaders: req.rawHeaders,
+        body,
+        authInfo: (req as { auth?: AuthInfo }).auth,
+        request: () =>
+          (request ??= new Request(url, {
+            method,
+            headers: exchangeHeaders(req.rawHeaders),
+            signal: signal(),
+            ...(body !== null && { body: new Uint8Array(body) }),
+          })),
+      };
+      const answer = await this.#answer(sdk, incoming);
       if (method === "POST" && body === null) {
         // The rest of an oversized body was never read: the connection cannot carry another
         // request, so it closes after the 413 instead of being reused mid-body.
         res.setHeader("connection", "close");
       }
-      await writeNode(response, res);
+      if ("reply" in answer) {
+        const { status, headers, body: text } = answer.reply;
+        res.writeHead(status, headers);
+        res.end(text);
+      } else {
+        await writeNode(answer.response, res);
+      }
     } catch (error) {
       if (!res.headersSent) {
         res.writeHead(500, { "content-type": "text/plain" });
@@ -392,6 +511,42 @@ export class TasksServer {
       res.end(error instanceof Error ? error.message : String(error));
     }
   }
+}
+
+/** An `Incoming` from a fetch `Request` (its body is read here, bounded). */
+async function fromFetch(request: Request, authInfo: AuthInfo | undefined, limit: number): Promise<Incoming> {
+  const body = request.method === "POST" ? await readBounded(request, limit) : null;
+  let rebuilt: Request | undefined;
+  return {
+    method: request.method,
+    url: request.url,
+    // fetch's Headers merge repeated names into one value: core then sees the merged value.
+    rawHeaders: [...request.headers].flat(),
+    body,
+    authInfo,
+    request: () =>
+      body === null
+        ? request
+        : (rebuilt ??= new Request(request.url, {
+            method: request.method,
+            headers: request.headers,
+            signal: request.signal,
+            body: new Uint8Array(body),
+          })),
+  };
+}
+
+/** The headers of the SDK exchange that runs a task's tool: the call's own (its `Mcp-*` and
+ * parameter headers), without the framing of the original body. */
+function exchangeHeaders(raw: string[]): Headers {
+  const headers = new Headers();
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.toLowerCase() !== "content-length" && name.toLowerCase() !== "transfer-encoding") {
+      headers.append(name, raw[i + 1]!);
+    }
+  }
+  return headers;
 }
 
 /** `[code, message, dataJson]` of an error thrown where a JSON-RPC error is answered. */
@@ -431,77 +586,63 @@ function catchProtocolErrors(server: McpServer, run: Run): void {
 
 /**
  * Runs a task's tool through the SDK until it ends the task. Every round is one `tools/call`
- * exchange with the SDK handler, so the tool gets the SDK's validation and context; a round
- * that answers `input_required` moves the task to `input_required`, and the next round carries
- * the answers `tasks/update` gave. Never throws: whatever happens, the task ends terminal.
+ * exchange with the SDK handler, so the tool gets the SDK's validation and context; the first
+ * round sends the client's own request body. The core settles the task from each answer (in
+ * `settle`, off this thread); an answer that asks for input moves the task to
+ * `input_required`, and the next round carries the answers `tasks/update` gave. Never throws:
+ * whatever happens, the task ends terminal.
  */
 async function runTask(
   sdk: McpHttpHandler,
-  native: NativeModule.NativeTask,
+  entry: Running,
+  taskId: string,
   principal: string,
-  request: Request,
-  authInfo: AuthInfo | undefined,
-  message: { id: unknown; params: Record<string, unknown> },
+  exchange: { url: string; headers: Headers; authInfo: AuthInfo | undefined },
+  body: Buffer,
 ): Promise<void> {
-  const abort = new AbortController();
-  void native.cancelled().then((cancelled) => {
-    if (cancelled) {
-      abort.abort(new Error(`task ${native.taskId} was cancelled or expired`));
-    }
-  });
+  const { task: native, abort } = entry;
   const task: CurrentTask = {
-    taskId: native.taskId,
+    taskId,
     principal,
     signal: abort.signal,
     setStatus: (text) => mapped(() => native.setStatus(text)),
     requestInput: async (requests) =>
       JSON.parse(await mapped(() => native.requestInput(JSON.stringify(requests)))) as Record<string, unknown>,
   };
-  const headers = new Headers(request.headers);
-  headers.delete("content-length");
-  let params = message.params;
+  const options = exchange.authInfo !== undefined ? { authInfo: exchange.authInfo } : undefined;
+  // The first round sends the client's body as it came; later rounds carry the answers.
+  let retry: string | undefined;
   try {
     for (;;) {
       const run: Run = { task };
-      const exchange = new Request(request.url, {
+      const request = new Request(exchange.url, {
         method: "POST",
-        headers,
+        headers: exchange.headers,
         signal: abort.signal,
-        body: JSON.stringify({ jsonrpc: "2.0", id: message.id, method: "tools/call", params }),
+        body: retry ?? new Uint8Array(body),
       });
-      const response = await runs.run(run, () =>
-        sdk.fetch(exchange, authInfo !== undefined ? { authInfo } : undefined),
-      );
+      runs.set(request, run);
+      const response = await sdk.fetch(request, options);
       if (abort.signal.aborted) {
         return; // cancelled or expired: the task is terminal already
       }
-      const answer = (await response.json()) as {
-        result?: Record<string, unknown>;
-        error?: { code: number; message: string; data?: unknown };
-      };
+      const bytes = Buffer.from(await response.arrayBuffer());
       if (run.thrown !== undefined) {
-        const [code, text, data] = rpcError(run.thrown);
-        await mapped(() => native.fail(code, text, data));
+        const [code, message, data] = rpcError(run.thrown);
+        await mapped(() => native.fail(code, message, data));
         return;
       }
-      if (answer.error !== undefined) {
-        const { code, message: text, data } = answer.error;
-        await mapped(() => native.fail(code, text, data === undefined ? null : JSON.stringify(data)));
+      const settled = mappedSync(() => native.settle(bytes));
+      const next = settled === null || typeof settled === "string" ? settled : await mapped(() => settled.wait());
+      if (next == null) {
         return;
       }
-      const result = answer.result ?? {};
-      if (result.resultType === "input_required") {
-        const answers = await task.requestInput((result.inputRequests ?? {}) as Record<string, unknown>);
-        const { inputResponses: _old, requestState: _state, ...rest } = params;
-        params = {
-          ...rest,
-          inputResponses: answers,
-          ...(typeof result.requestState === "string" && { requestState: result.requestState }),
-        };
-        continue;
-      }
-      await mapped(() => native.complete(JSON.stringify(withoutExchangeMeta(result))));
-      return;
+      // The tool asked for input and has the answers now: run it again with them, as an MRTR
+      // retry would (rare: the body is parsed only here).
+      const message = JSON.parse(retry ?? body.toString("utf8")) as { params: Record<string, unknown> };
+      const { inputResponses: _old, requestState: _state, ...params } = message.params;
+      const answers = JSON.parse(next) as Record<string, unknown>;
+      retry = JSON.stringify({ ...message, params: { ...params, ...answers } });
     }
   } catch (error) {
     if (abort.signal.aborted) {
@@ -512,19 +653,6 @@ async function runTask(
     // The store may refuse too (the task ended meanwhile): nothing is left to do then.
     await native.failException(kind, text).catch(() => false);
   }
-}
-
-/** The SDK stamps its `serverInfo` on every result it answers, here on the internal exchange
- * that ran the tool: that stamp describes the exchange, not the tool's result, so the task's
- * result does not keep it (the Rust and Python servers store the tool's result as returned). */
-function withoutExchangeMeta(result: Record<string, unknown>): Record<string, unknown> {
-  const meta = result._meta as Record<string, unknown> | undefined;
-  if (meta === undefined || !("io.modelcontextprotocol/serverInfo" in meta)) {
-    return result;
-  }
-  const { "io.modelcontextprotocol/serverInfo": _stamp, ...rest } = meta;
-  const { _meta: _all, ...body } = result;
-  return Object.keys(rest).length > 0 ? { ...body, _meta: rest } : body;
 }
 
 /** The `text/event-stream` of a listen for tasks: the acknowledgement, each task state, then

@@ -79,6 +79,30 @@ async fn other_principals_see_not_found() {
 }
 
 #[tokio::test]
+async fn get_cached_answers_from_memory_exactly_as_get_or_not_at_all() {
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig { default_ttl_ms: Some(1_000), ..EngineConfig::default() }).await;
+        let (created, ctx) = rig.engine.create_task("alice", "tool", TaskOptions::default()).await.unwrap();
+        let id = created.task.task_id;
+        // A running task and a just-finished one are in memory: the same answer as `get`.
+        let running = rig.engine.get_cached("alice", &id).expect("live in memory").unwrap();
+        assert_eq!(detailed(&running), detailed(&rig.engine.get("alice", &id).await.unwrap()));
+        assert_eq!(code(&rig.engine.get_cached("bob", &id).expect("answered").unwrap_err()), -32602);
+        ctx.complete(json!({"content": []})).await.unwrap();
+        let finished = rig.engine.get_cached("alice", &id).expect("recently finished").unwrap();
+        assert_eq!(finished.task.status, TaskStatus::Completed);
+        // A task that memory does not hold needs the store.
+        assert!(rig.engine.get_cached("alice", "unknown").is_none());
+        // An expiry due to be recorded is the async read's to record.
+        let (other, _work) = rig.engine.create_task("alice", "tool", TaskOptions::default()).await.unwrap();
+        rig.clock.advance(1_000);
+        assert!(rig.engine.get_cached("alice", &other.task.task_id).is_none());
+        assert_eq!(rig.engine.get("alice", &other.task.task_id).await.unwrap().task.status, TaskStatus::Failed);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn cancel_fires_the_token_and_discards_a_later_result() {
     each_store(async |sqlite| {
         let rig = rig(sqlite, EngineConfig::default()).await;

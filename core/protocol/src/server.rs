@@ -80,6 +80,10 @@ impl Default for DispatcherConfig {
     }
 }
 
+/// The only request headers the dispatcher reads (lower case): an adapter may hand it just
+/// these, in any case, instead of every header the request carried.
+pub const READ_HEADERS: &[&str] = &["mcp-protocol-version", "mcp-method", "mcp-name", "accept"];
+
 /// The request headers the dispatcher reads, as `(name, value)` pairs in any case. Repeated
 /// names are kept, so a repeated standard header can be refused instead of one copy winning.
 #[derive(Clone, Copy, Debug, Default)]
@@ -88,6 +92,7 @@ pub struct Headers<'a>(pub &'a [(&'a str, &'a str)]);
 impl<'a> Headers<'a> {
     /// The value of `name`; a repeated standard header is -32020.
     fn single(&self, name: &str) -> Result<Option<&'a str>, ProtocolError> {
+        debug_assert!(READ_HEADERS.contains(&name), "{name} is read but not listed in READ_HEADERS");
         let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v);
         let first = values.next();
         if values.next().is_some() {
@@ -106,6 +111,7 @@ impl<'a> Headers<'a> {
 
     /// True when the client accepts SSE but not JSON: its replies then go as a one-event stream.
     fn wants_sse_only(&self) -> bool {
+        debug_assert!(READ_HEADERS.contains(&"accept"), "accept is read but not listed in READ_HEADERS");
         self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("accept")).any(|(_, accept)| {
             accept.contains("text/event-stream") && !accept.contains("application/json") && !accept.contains("*/*")
         })

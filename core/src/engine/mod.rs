@@ -461,11 +461,31 @@ impl Engine {
         }
     }
 
+    /// `tasks/get` answered without waiting, when memory has the answer: the task runs in this
+    /// process or finished recently, and no expiry is due to be recorded. `None` means the
+    /// answer needs the store: await [`Engine::get`]. (Adapters on a single-threaded event
+    /// loop use it to skip a thread hop on the hottest request.)
+    pub fn get_cached(&self, principal: &str, id: &str) -> Option<Result<DetailedTask, EngineError>> {
+        let now = self.inner.clock.now_ms();
+        let task = self.cached(id)?;
+        if task.principal != principal || self.is_purged(&task, now) {
+            return Some(Err(Self::not_found(id)));
+        }
+        if !task.status.is_terminal() && task.is_expired(now) {
+            return None;
+        }
+        Some(Ok(task.to_detailed()))
+    }
+
+    /// The committed record of a live or recently finished task, from memory.
+    fn cached(&self, id: &str) -> Option<Arc<TaskRecord>> {
+        let live = self.live(id).map(|live| Arc::clone(&live.committed.read()));
+        live.or_else(|| self.inner.finished.lock().records.get(id).cloned())
+    }
+
     async fn read(&self, principal: &str, id: &str) -> Result<Arc<TaskRecord>, EngineError> {
         let now = self.inner.clock.now_ms();
-        let cached = self.live(id).map(|live| Arc::clone(&live.committed.read()));
-        let cached = cached.or_else(|| self.inner.finished.lock().records.get(id).cloned());
-        let task = match cached {
+        let task = match self.cached(id) {
             Some(task) => task,
             None => {
                 let task = Arc::new(self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?);

@@ -52,12 +52,20 @@ impl Engine {
                 Served::Listen(self.subscribe(principal, task_ids.as_deref().unwrap_or_default()).await)
             }
             Route::CallTool(call) => {
-                self.check_arguments(&call.arguments)?;
-                if let Some(responses) = &call.input_responses {
-                    self.check_input_responses(responses)?;
-                }
+                self.admit_call(&call)?;
                 Served::CallTool(call)
             }
         })
+    }
+
+    /// What [`Engine::serve`] checks of a routed `tools/call` before the adapter runs it (the
+    /// size limits of its arguments and MRTR answers), for adapters that take the call without
+    /// awaiting `serve`: it needs no IO.
+    pub fn admit_call(&self, call: &ToolCallRoute) -> Result<(), ProtocolError> {
+        self.check_arguments(&call.arguments)?;
+        if let Some(responses) = &call.input_responses {
+            self.check_input_responses(responses)?;
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,78 @@
+// The side-by-side benchmark of TypeScript task servers (a script, not a test; run it with
+// bindings-node/bench/run). Three servers on the same SDK (@modelcontextprotocol/server 2.4.0),
+// each in its own process (bench/servers.mjs): mcp-tasks/server on its default SQLite store, the
+// same on memory://, and a hand-written in-memory baseline. wrk drives each over loopback HTTP
+// with 16 concurrent connections: creates/s (every request creates a task, bench/creates.lua)
+// and end-to-end tasks/s (create, then poll tasks/get until completed, bench/tasks.lua). Each
+// figure is the median of ROUNDS runs, interleaved across the servers; the ratio column divides
+// by the baseline's figure.
+import { spawn, execFileSync } from "node:child_process";
+import { createInterface } from "node:readline";
+import { createServer } from "node:net";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const CONNECTIONS = 16;
+const KINDS = ["sqlite", "memory", "baseline"];
+const LABELS = { sqlite: "mcp-tasks/server, SQLite (default)", memory: "mcp-tasks/server, memory://", baseline: "hand-written in-memory baseline" };
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+
+async function start(kind) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(here, "servers.mjs"), kind, String(port)], { stdio: ["ignore", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout });
+  const url = await new Promise((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`${kind} server exited with ${code}`)));
+    lines.on("line", (line) => {
+      const match = /listening on (\S+)/.exec(line);
+      if (match) resolve(match[1]);
+    });
+  });
+  return { url, stop: () => child.kill("SIGKILL") };
+}
+
+function wrk(script, url, seconds) {
+  const out = execFileSync("wrk", ["-t", "1", "-c", String(CONNECTIONS), "-d", `${seconds}s`, "-s", join(here, script), url], { encoding: "utf8" });
+  const line = out.split("\n").find((l) => l.startsWith("RESULT "));
+  const fields = Object.fromEntries(line.slice(7).split(" ").map((kv) => kv.split("=")).map(([k, v]) => [k, Number(v)]));
+  if (fields.bad > 0) throw new Error(`${script} against ${url}: ${fields.bad} bad responses`);
+  return (fields.created ?? fields.completed) / fields.seconds;
+}
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+const figures = Object.fromEntries(KINDS.map((k) => [k, { creates: [], tasks: [] }]));
+for (let round = 0; round < ROUNDS; round++) {
+  for (const kind of KINDS) {
+    const server = await start(kind);
+    try {
+      wrk("creates.lua", server.url, 2); // warm-up: JIT, connections, the store's first pages
+      figures[kind].creates.push(wrk("creates.lua", server.url, SECONDS));
+      figures[kind].tasks.push(wrk("tasks.lua", server.url, SECONDS));
+    } finally {
+      server.stop();
+    }
+  }
+}
+
+const base = { creates: median(figures.baseline.creates), tasks: median(figures.baseline.tasks) };
+console.log(`TypeScript task servers, loopback HTTP, wrk -t1 -c${CONNECTIONS}, ${SECONDS}s runs, median of ${ROUNDS}`);
+console.log(`${"server".padEnd(38)} ${"creates/s".padStart(10)} ${"ratio".padStart(6)} ${"tasks/s".padStart(10)} ${"ratio".padStart(6)}`);
+for (const kind of KINDS) {
+  const creates = median(figures[kind].creates);
+  const tasks = median(figures[kind].tasks);
+  console.log(
+    `${LABELS[kind].padEnd(38)} ${creates.toFixed(0).padStart(10)} ${(creates / base.creates).toFixed(2).padStart(6)} ${tasks.toFixed(0).padStart(10)} ${(tasks / base.tasks).toFixed(2).padStart(6)}`,
+  );
+}
