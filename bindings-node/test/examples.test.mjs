@@ -1,7 +1,8 @@
 // The README's examples run against each other as written: the Rust serve example, then the Rust,
 // Python and Node client examples against it (all three at once), each with the same MCP_TOKEN,
 // each in its own scratch directory with its own task-reference store. A request without a token
-// is refused (401), as the serve example says.
+// is refused (401), as the serve example says. Then the same three clients against the
+// TypeScript server example (examples/server.ts, an McpServer with mcp-tasks/server).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -10,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 
-import { ROOT } from "./servers.mjs";
+import { ROOT, freePort } from "./servers.mjs";
 
 const scratch = mkdtempSync(join(tmpdir(), "mcp-tasks-examples-"));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -30,8 +31,8 @@ function run(command, args, options) {
   });
 }
 
-async function startServe() {
-  const child = spawn(join(examples, "serve"), ["127.0.0.1:0"], { cwd: scratch, stdio: ["ignore", "pipe", "inherit"] });
+async function startServe(command = join(examples, "serve"), args = ["127.0.0.1:0"]) {
+  const child = spawn(command, args, { cwd: scratch, stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     child.on("exit", (code) => reject(new Error(`the serve example exited with ${code}`)));
     createInterface({ input: child.stdout }).on("line", (line) => {
@@ -59,7 +60,22 @@ test("the serve example and the Rust, Python and Node client examples work toget
   assert.equal(unauthenticated.status, 400, "a body that is no request is refused before auth");
   assert.equal(refused.status, 401, "no bearer token: 401");
 
-  const env = (store) => ({ ...process.env, MCP_TOKEN: "example-token", MCP_TASKS_CLIENT_DB: join(scratch, store) });
+  await runClients(serve.url, "rust-host");
+});
+
+test("the TypeScript server example serves the Rust, Python and Node client examples", async (t) => {
+  assert.ok(existsSync(join(examples, "client")), "no client example binary: run cargo build -p mcp-tasks --examples first");
+  if (!existsSync(python)) return t.skip("no Python with mcp-tasks installed");
+  const script = join(ROOT, "bindings-node", "examples", "server.ts");
+  const serve = await startServe(process.execPath, ["--experimental-strip-types", "--no-warnings", script, String(await freePort())]);
+  after(() => serve.stop());
+  await runClients(serve.url, "ts-server");
+});
+
+/** The three client examples at once against `url`, each with its own reference store. */
+async function runClients(url, prefix) {
+  const env = (store) => ({ ...process.env, MCP_TOKEN: "example-token", MCP_TASKS_CLIENT_DB: join(scratch, `${prefix}-${store}`) });
+  const serve = { url };
   const [rust, py, node] = await Promise.all([
     run(join(examples, "client"), [serve.url], { cwd: scratch, env: env("rust.db") }),
     run(python, [join(ROOT, "bindings-python", "examples", "client.py"), serve.url], { cwd: scratch, env: env("python.db") }),
@@ -73,4 +89,4 @@ test("the serve example and the Rust, Python and Node client examples work toget
     assert.match(result.out, /report for \\?"Q3\\?"/, `${name} client example printed no report:\n${result.out}`);
     assert.match(result.out, /working/, `${name} client example saw no state:\n${result.out}`);
   }
-});
+}
