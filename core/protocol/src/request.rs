@@ -65,6 +65,8 @@ pub enum Incoming {
     Notification {
         /// Its method name.
         method: String,
+        /// Its params, if any (`notifications/cancelled` names the request it cancels).
+        params: Option<Value>,
     },
     /// A response from the client; this stateless server sends no requests, so it is ignored.
     Response,
@@ -117,7 +119,7 @@ fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, Box<DecodeE
     }
     match id {
         Some(id) => Ok(Incoming::Request { id, method, params }),
-        None => Ok(Incoming::Notification { method }),
+        None => Ok(Incoming::Notification { method, params }),
     }
 }
 

@@ -185,6 +185,23 @@ pub enum Decision {
     Delegate,
 }
 
+/// What the dispatcher decided about one message of the stdio transport (newline-delimited
+/// JSON-RPC on a child process's stdin and stdout, MCP 2026-07-28 "Transports").
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // built once per message and consumed at once
+pub enum StdioDecision {
+    /// Write this JSON-RPC message (a response or an error) as one line; nothing else happens.
+    Reply(Value),
+    /// Perform [`Routed::route`], then write the message of the [`Reply`] the [`Routed`] builds
+    /// (or stream the listen).
+    Route(Routed),
+    /// `notifications/cancelled` for this earlier request: stop it (a listen stream ends there,
+    /// with no response: the client asked to stop).
+    Cancel(RequestId),
+    /// A notification or a response: nothing to answer.
+    Ignore,
+}
+
 /// A request routed to one engine operation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Routed {
@@ -384,6 +401,36 @@ impl Dispatcher {
             }
             Method::SubscriptionsListen => Ok(true),
             _ => Ok(false),
+        }
+    }
+
+    /// Decides one line received on the stdio transport for `principal` (the process at the
+    /// other end of the pipe: stdio has no per-request authentication). The Streamable HTTP
+    /// header rules do not apply; everything else is as over HTTP, including the body limit.
+    pub fn handle_stdio(&self, line: &[u8], principal: &str) -> StdioDecision {
+        let refuse =
+            |id: Option<&RequestId>, error: &ProtocolError| StdioDecision::Reply(error_response(id, &error.to_rpc()));
+        if line.len() > self.config.max_body_bytes {
+            return refuse(None, &ProtocolError::BodyTooLarge { limit: self.config.max_body_bytes });
+        }
+        let (id, method, params) = match request::decode(line) {
+            Ok(Incoming::Request { id, method, params }) => (id, method, params),
+            Ok(Incoming::Notification { method, params }) if method == "notifications/cancelled" => {
+                let id = params.as_ref().and_then(|p| p.get("requestId")).cloned();
+                return match id.map(serde_json::from_value::<RequestId>) {
+                    Some(Ok(id)) => StdioDecision::Cancel(id),
+                    _ => StdioDecision::Ignore,
+                };
+            }
+            Ok(Incoming::Notification { .. } | Incoming::Response) => return StdioDecision::Ignore,
+            Err(e) => return refuse(e.id.as_ref(), &e.error),
+        };
+        match self.route(&method, params.as_ref(), None) {
+            Ok(Routing::Answer(result)) => StdioDecision::Reply(response(&id, result)),
+            Ok(Routing::Route(route)) => {
+                StdioDecision::Route(Routed { id, principal: principal.to_owned(), route, sse: false })
+            }
+            Err(error) => refuse(Some(&id), &error),
         }
     }
 
@@ -618,6 +665,35 @@ mod tests {
         d.config.delegate = true;
         d.config.default_mode = Some(TaskMode::Forbidden);
         d
+    }
+
+    #[test]
+    fn stdio_lines_are_decided_without_header_rules() {
+        let d = dispatcher();
+        let call = body("tools/call", json!({"name": "maybe", "arguments": {}}), true);
+        match d.handle_stdio(&call, "me") {
+            StdioDecision::Route(routed) => {
+                assert_eq!(routed.principal, "me");
+                assert!(matches!(routed.route, Route::CallTool(ref c) if c.dispatch == Dispatch::Task));
+                assert!(!routed.sse);
+            }
+            other => panic!("{other:?}"),
+        }
+        let discover = body("server/discover", json!({}), true);
+        assert!(
+            matches!(d.handle_stdio(&discover, "me"), StdioDecision::Reply(m) if m["result"]["resultType"] == "complete")
+        );
+        let StdioDecision::Reply(parse) = d.handle_stdio(b"not json", "me") else { panic!() };
+        assert_eq!(parse["error"]["code"], -32700);
+        assert_eq!(parse["id"], Value::Null);
+        let cancel = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;
+        assert_eq!(d.handle_stdio(cancel, "me"), StdioDecision::Cancel(serde_json::from_value(json!(7)).unwrap()));
+        let other = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(d.handle_stdio(other, "me"), StdioDecision::Ignore);
+        let mut small = dispatcher();
+        small.config.max_body_bytes = 8;
+        let StdioDecision::Reply(large) = small.handle_stdio(&call, "me") else { panic!() };
+        assert_eq!(large["error"]["code"], -32600);
     }
 
     #[test]

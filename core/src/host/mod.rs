@@ -7,6 +7,7 @@
 //! revision has no sessions
 //! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http>).
 
+mod stdio;
 mod tools;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use axum::routing::any;
 use futures::stream::{self, Stream};
 use sha2::Digest;
 
+pub use stdio::STDIO_PRINCIPAL;
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
 
 use crate::engine::{Engine, Served, Subscription};
@@ -178,16 +180,25 @@ impl Host {
     }
 
     async fn perform(&self, routed: Routed) -> Response {
+        match self.performed(&routed).await {
+            Performed::Reply(reply) => http_reply(&reply),
+            Performed::Listen(subscription) => listen_stream(routed.listen_frames(), subscription).into_response(),
+        }
+    }
+
+    /// Performs a routed request, whatever the transport: the reply to send, or a listen to
+    /// stream with the request's [`ListenFrames`].
+    async fn performed(&self, routed: &Routed) -> Performed {
         let engine = &self.inner.engine;
         match engine.serve(&routed.principal, routed.route.clone()).await {
-            Ok(Served::Result(result)) => http_reply(&routed.result(result)),
-            Ok(Served::Listen(subscription)) => listen_stream(routed.listen_frames(), subscription).into_response(),
-            Ok(Served::CallTool(call)) => match self.call_tool(&routed.principal, call).await {
-                Ok(result) => http_reply(&routed.result(result)),
-                Err(Failure::Protocol(e)) => http_reply(&routed.error(&e)),
-                Err(Failure::Tool(e)) => http_reply(&routed.tool_error(&e)),
-            },
-            Err(e) => http_reply(&routed.error(&e)),
+            Ok(Served::Result(result)) => Performed::Reply(routed.result(result)),
+            Ok(Served::Listen(subscription)) => Performed::Listen(subscription),
+            Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&routed.principal, call).await {
+                Ok(result) => routed.result(result),
+                Err(Failure::Protocol(e)) => routed.error(&e),
+                Err(Failure::Tool(e)) => routed.tool_error(&e),
+            }),
+            Err(e) => Performed::Reply(routed.error(&e)),
         }
     }
 
@@ -268,6 +279,13 @@ async fn unpanicked<T>(work: impl std::future::Future<Output = Result<T, RpcErro
         tracing::error!(panic = %message, "tool code panicked");
         Err(RpcError::internal(format!("tool panicked: {message}")))
     })
+}
+
+/// What performing a routed request gave.
+#[allow(clippy::large_enum_variant)] // consumed at once
+enum Performed {
+    Reply(Reply),
+    Listen(Subscription),
 }
 
 /// A failure of a routed `tools/call`: a protocol error (status from the error table) or an
