@@ -25,24 +25,26 @@ struct PyInputHandler {
 #[async_trait]
 impl InputHandler for PyInputHandler {
     async fn handle(&self, request: InputRequest) -> Option<Value> {
-        let future = Python::attach(|py| {
+        // At interpreter exit the question stays open (answerable after a restart).
+        let future = crate::attach_unless_shutting_down(|py| {
             let coroutine = self.callback.call1(py, (Pythonized(&request),))?;
             pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
         });
-        let answer = match future {
+        let answer = match future? {
             Ok(future) => future.await,
             Err(e) => Err(e),
         };
         let answer = answer.and_then(|value| {
-            Python::attach(|py| {
+            crate::attach_unless_shutting_down(|py| {
                 let value = value.into_bound(py);
                 if value.is_none() { Ok(None) } else { from_py("input response", &value).map(Some) }
             })
+            .unwrap_or(Ok(None))
         });
         match answer {
             Ok(answer) => answer,
             Err(e) => {
-                Python::attach(|py| e.print(py));
+                crate::attach_unless_shutting_down(|py| e.print(py));
                 None
             }
         }

@@ -73,7 +73,8 @@ impl CancelCallbacks {
         if fired.is_empty() {
             return;
         }
-        Python::attach(|py| {
+        // At interpreter exit there is no event loop left to call back on.
+        crate::attach_unless_shutting_down(|py| {
             for entry in fired {
                 // The loop may have closed meanwhile; nothing is left to cancel then.
                 let _ = entry.event_loop.call_method1(py, "call_soon_threadsafe", (entry.callback.clone_ref(py),));

@@ -12,6 +12,11 @@ use pyo3::prelude::*;
 /// Builds `mcp_tasks.errors.{class}(code, message, data)` with `causes` (outermost first) chained
 /// as `__cause__`.
 fn raise(class: &str, code: Option<i64>, message: String, data: Option<serde_json::Value>, causes: &[String]) -> PyErr {
+    // Errors are built on native threads too; at interpreter exit one is built lazily instead,
+    // without attaching (nobody is left to catch it).
+    if crate::shutting_down() {
+        return pyo3::exceptions::PyRuntimeError::new_err(format!("{class}: {message}"));
+    }
     Python::attach(|py| {
         let made = (|| -> PyResult<PyErr> {
             let errors = py.import("mcp_tasks.errors")?;

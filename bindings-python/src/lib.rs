@@ -8,11 +8,37 @@ mod error;
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use pyo3::BoundObject;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
+
+/// Set by `prepare_exit()` (the package registers it with `atexit`): the interpreter is about to
+/// finalize, and a native thread that attaches to it from then on can crash the process
+/// ("PyGILState_Release: thread state must be current", seen at the exit of a client script).
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// True once the interpreter is shutting down: native threads must not attach to it any more.
+pub(crate) fn shutting_down() -> bool {
+    SHUTTING_DOWN.load(Ordering::Acquire)
+}
+
+/// Runs `f` attached to the interpreter, unless it is shutting down (then `None`).
+pub(crate) fn attach_unless_shutting_down<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    (!shutting_down()).then(|| Python::attach(f))
+}
+
+/// The package's `atexit` hook: from now on no native thread attaches to the interpreter (the
+/// awaitables still pending never complete, callbacks and input handlers are skipped), and
+/// threads already attaching get a moment, without the GIL held here, to finish first.
+#[pyfunction]
+fn prepare_exit(py: Python<'_>) {
+    SHUTTING_DOWN.store(true, Ordering::Release);
+    py.detach(|| std::thread::sleep(Duration::from_millis(50)));
+}
 
 /// Runs `fut` as a Python awaitable. The first poll happens right here (inside the tokio
 /// runtime, GIL held: releasing it costs more than the few microseconds of a memory-store
@@ -40,7 +66,15 @@ where
                 result.and_then(|value| value.into_pyobject(py).map(|v| v.into_any().unbind()).map_err(Into::into));
             Ok(Bound::new(py, Ready { outcome: parking_lot::Mutex::new(Some(outcome)) })?.into_any())
         }
-        Poll::Pending => pyo3_async_runtimes::tokio::future_into_py(py, fut),
+        // Completing hands the outcome to the event loop from a native thread, which must not
+        // happen once the interpreter is shutting down: such a future stays pending instead.
+        Poll::Pending => pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let outcome = fut.await;
+            if shutting_down() {
+                std::future::pending::<()>().await;
+            }
+            outcome
+        }),
     }
 }
 
@@ -155,6 +189,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyTaskExecution>()?;
     m.add_function(wrap_pyfunction!(client::outcome_result, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;
     m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EXTENSION_ID", mcp_tasks::EXTENSION_ID)?;

@@ -128,7 +128,9 @@ def _outcome(response: httpx.Response) -> tuple[int, Any, Any]:
 
 def _run_all(url: str) -> dict[str, tuple[int, Any, Any]]:
     out = {}
-    with httpx.Client(timeout=30) as client:
+    # A connection per case: a server may close one after an error (uvicorn after its 413), and
+    # a reused connection would then race that close.
+    with httpx.Client(timeout=30, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         subst = {"$TASK": _task(client, url, None), "$FOREIGN": _task(client, url, "someone-else")}
         for case in CASES:
             headers = [(n, v.replace("$TASK", subst["$TASK"]).replace("$FOREIGN", subst["$FOREIGN"]))

@@ -1,7 +1,10 @@
 """mcp-tasks: the MCP tasks extension (``io.modelcontextprotocol/tasks``) for mcp 2.x, on a
 durable Rust core."""
 
+import atexit as _atexit
+
 from ._native import EXTENSION_ID, PROTOCOL_VERSION, __version__
+from ._native import prepare_exit
 from .errors import *  # noqa: F403  (one class per row of core's ERROR_CLASSES)
 from .errors import __all__ as _error_names
 from .client import Execution, InputRequest, Outcome, TaskExecution, TasksClient, TasksClientExtension
@@ -24,3 +27,7 @@ __all__ = [
     "default_principal",
 ]
 __all__ += _error_names
+
+# Before the interpreter finalizes, native threads stop attaching to it (a late completion or
+# callback would otherwise crash the process at exit).
+_atexit.register(prepare_exit)

@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "outcome_result"]
+__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "outcome_result", "prepare_exit"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -130,5 +130,6 @@ class TaskExecution:
     def answer(self, key: str, response: dict[str, Any]) -> Awaitable[None]: ...
 
 def outcome_result(outcome: dict[str, Any], task_id: str) -> dict[str, Any]: ...
+def prepare_exit() -> None: ...
 
 ERROR_CLASSES: list[dict[str, Any]]
