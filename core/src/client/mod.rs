@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod stdio;
 mod store;
 mod transport;
 
@@ -25,6 +26,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
 pub use crate::protocol::client::InputRequest;
+pub use stdio::StdioTransport;
 #[cfg(feature = "sqlite")]
 pub use store::SqliteClientStore;
 pub use store::{ClientStore, MemoryClientStore, TaskReference};
