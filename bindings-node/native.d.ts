@@ -13,12 +13,11 @@ export declare class Creation {
 }
 
 /**
- * What [`NativeServer::handle`] decided. At most one of `reply`, `call`, `listen` is set, or
- * `pending` is true (await [`Handled::perform`]); none of them means the SDK serves it.
+ * What [`NativeServer::handle`] decided. At most one of `reply`, `call`, `listen`,
+ * `take_creation()` is set, or `pending` is true (await [`Handled::perform`]); none of them
+ * means the SDK serves it.
  */
 export declare class Handled {
-  /** True when the SDK serves the request (send it the request unchanged). */
-  get delegate(): boolean
   /**
    * A task creation still running, once: `wait()` for the task, then send its
    * `creationReply`.
@@ -113,6 +112,11 @@ export declare class NativeServer {
    */
   get maxBodyBytes(): number
   /**
+   * How often the engine's sweeper runs (core's setting): a host that stops work on a cancel
+   * it did not serve itself checks that often.
+   */
+  get sweepIntervalMs(): number
+  /**
    * The capabilities the server advertises for the extension (JSON), to merge into the SDK
    * server's own.
    */
@@ -168,11 +172,6 @@ export declare class NativeTask {
    * waiting; otherwise returns a `Settling` to `wait()` for.
    */
   settle(response: Buffer): string | null | Settling
-  /**
-   * Completes with a `CallToolResult` (JSON); resolves to false when the task was already
-   * terminal (the result is discarded).
-   */
-  complete(resultJson: string): Promise<boolean>
   /** Fails with a JSON-RPC error; resolves to false when the task was already terminal. */
   fail(code: number, message: string, dataJson?: string | undefined | null): Promise<boolean>
   /**

@@ -57,8 +57,9 @@ fn parse_mode(mode: &str) -> napi::Result<TaskMode> {
         .map_err(|_| invalid(format!("task mode {mode:?} is not one of \"forbidden\", \"optional\", \"required\"")))
 }
 
-/// What [`NativeServer::handle`] decided. At most one of `reply`, `call`, `listen` is set, or
-/// `pending` is true (await [`Handled::perform`]); none of them means the SDK serves it.
+/// What [`NativeServer::handle`] decided. At most one of `reply`, `call`, `listen`,
+/// `take_creation()` is set, or `pending` is true (await [`Handled::perform`]); none of them
+/// means the SDK serves it.
 #[napi]
 pub struct Handled {
     reply: Option<HttpReply>,
@@ -94,16 +95,6 @@ impl Handled {
 
 #[napi]
 impl Handled {
-    /// True when the SDK serves the request (send it the request unchanged).
-    #[napi(getter)]
-    pub fn delegate(&self) -> bool {
-        self.reply.is_none()
-            && self.call.is_none()
-            && self.listen.is_none()
-            && self.pending.lock().is_none()
-            && self.creation.lock().is_none()
-    }
-
     /// A task creation still running, once: `wait()` for the task, then send its
     /// `creationReply`.
     #[napi]
@@ -216,7 +207,7 @@ impl NativeServer {
             engine: opened.engine,
             clock: opened.clock,
             sweeper: parking_lot::Mutex::new(sweeper),
-            state_key: Arc::new(request_state_key.map_or_else(random_key, String::into_bytes)),
+            state_key: Arc::new(request_state_key.map_or_else(mcp_tasks::clock::random_key, String::into_bytes)),
             runtime: tokio::runtime::Handle::current(),
             tools: parking_lot::RwLock::new(HashMap::new()),
         })
@@ -250,6 +241,13 @@ impl NativeServer {
     #[napi(getter)]
     pub fn max_body_bytes(&self) -> u32 {
         u32::try_from(self.dispatcher.read().config().max_body_bytes).unwrap_or(u32::MAX)
+    }
+
+    /// How often the engine's sweeper runs (core's setting): a host that stops work on a cancel
+    /// it did not serve itself checks that often.
+    #[napi(getter)]
+    pub fn sweep_interval_ms(&self) -> u32 {
+        u32::try_from(self.engine.config().sweep_interval.as_millis()).unwrap_or(u32::MAX)
     }
 
     /// The capabilities the server advertises for the extension (JSON), to merge into the SDK
@@ -385,13 +383,6 @@ impl NativeServer {
         let report = self.engine.sweep().await.map_err(|e| engine_error(EngineError::Store(e)))?;
         Ok(vec![count(report.expired), count(report.purged)])
     }
-}
-
-/// A fresh 32-byte key from the OS's generator, which lives as long as the process.
-fn random_key() -> Vec<u8> {
-    let mut key = vec![0u8; 32];
-    getrandom::fill(&mut key).expect("the OS CSPRNG is available");
-    key
 }
 
 fn count(n: usize) -> u32 {
@@ -702,18 +693,6 @@ impl NativeTask {
             Finishing::Done(result) => Either::A(result?),
             running => Either::B(Settling { state: parking_lot::Mutex::new(Some(running)) }),
         })
-    }
-
-    /// Completes with a `CallToolResult` (JSON); resolves to false when the task was already
-    /// terminal (the result is discarded).
-    #[napi]
-    pub async fn complete(&self, result_json: String) -> napi::Result<bool> {
-        let result = parse_json("result", &result_json)?;
-        let ctx = self.take();
-        match ctx {
-            Some(ctx) => ctx.complete(result).await.map_err(engine_error),
-            None => Ok(false),
-        }
     }
 
     /// Fails with a JSON-RPC error; resolves to false when the task was already terminal.

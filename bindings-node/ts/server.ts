@@ -208,15 +208,12 @@ function coreHeaders(raw: string[]): string[] {
   return out;
 }
 
-/** A running task of this process, and how to stop its work. */
+/** A running task of this process, how to stop its work, and its run (to drain). */
 interface Running {
   task: NativeModule.NativeTask;
   abort: AbortController;
+  run?: Promise<void>;
 }
-
-/** How often running work is checked for a cancel or an expiry this process did not serve
- * (another worker's cancel, a TTL sweep): the core's sweep interval. */
-const CANCEL_CHECK_MS = 1_000;
 
 /** The tasks extension for TypeScript servers: core's dispatcher and engine over one store. */
 export class TasksServer {
@@ -224,7 +221,6 @@ export class TasksServer {
   readonly #tools = new Map<string, TaskToolConfig>();
   readonly #principal: (info: PrincipalInfo) => string | undefined;
   readonly #running = new Map<string, Running>();
-  readonly #runs = new Set<Promise<void>>();
   #checker: ReturnType<typeof setInterval> | undefined;
 
   private constructor(nativeServer: NativeModule.NativeServer, options: TasksServerOptions) {
@@ -302,8 +298,8 @@ export class TasksServer {
 
   /** Waits for the tools still running in this process (tests, graceful shutdown). */
   async drain(): Promise<void> {
-    while (this.#runs.size > 0) {
-      await Promise.allSettled([...this.#runs]);
+    while (this.#running.size > 0) {
+      await Promise.allSettled([...this.#running.values()].map((entry) => entry.run));
     }
   }
 
@@ -421,17 +417,17 @@ export class TasksServer {
     const taskId = task.taskId;
     const entry: Running = { task, abort: new AbortController() };
     this.#running.set(taskId, entry);
-    this.#checker ??= setInterval(() => this.#stopCancelled(), CANCEL_CHECK_MS).unref();
+    // A cancel or an expiry this process did not serve (another worker's, a sweep's) is
+    // noticed as often as the engine sweeps.
+    this.#checker ??= setInterval(() => this.#stopCancelled(), this.#native.sweepIntervalMs).unref();
     const exchange = { url: incoming.url, headers: exchangeHeaders(incoming.rawHeaders), authInfo: incoming.authInfo };
-    const run = runTask(sdk, entry, taskId, principal, exchange, incoming.body!).finally(() => {
-      this.#runs.delete(run);
+    entry.run = runTask(sdk, entry, taskId, principal, exchange, incoming.body!).finally(() => {
       this.#running.delete(taskId);
       if (this.#running.size === 0 && this.#checker !== undefined) {
         clearInterval(this.#checker);
         this.#checker = undefined;
       }
     });
-    this.#runs.add(run);
   }
 
   /** Stops the work of `taskId` if its task was cancelled or expired. */

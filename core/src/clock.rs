@@ -79,6 +79,14 @@ impl IdGenerator for RandomIds {
     }
 }
 
+/// A fresh 32-byte secret from the OS CSPRNG: the key a server seals MRTR `requestState` with
+/// when its user gives none (it lives as long as the process).
+pub fn random_key() -> Vec<u8> {
+    let mut key = vec![0u8; 32];
+    getrandom::fill(&mut key).expect("the OS CSPRNG is available");
+    key
+}
+
 /// Predictable ids `prefix-1`, `prefix-2`, …; for tests and vector replay only.
 #[derive(Debug)]
 pub struct SequentialIds {

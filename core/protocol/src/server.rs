@@ -406,13 +406,15 @@ impl Dispatcher {
 
     /// Decides one line received on the stdio transport for `principal` (the process at the
     /// other end of the pipe: stdio has no per-request authentication). The Streamable HTTP
-    /// header rules do not apply; everything else is as over HTTP, including the body limit.
-    pub fn handle_stdio(&self, line: &[u8], principal: &str) -> StdioDecision {
+    /// header rules do not apply; everything else is as over HTTP, including the body limit:
+    /// `line` is `None` when the host stopped reading it past the limit, as
+    /// [`HttpRequest::body`] is.
+    pub fn handle_stdio(&self, line: Option<&[u8]>, principal: &str) -> StdioDecision {
         let refuse =
             |id: Option<&RequestId>, error: &ProtocolError| StdioDecision::Reply(error_response(id, &error.to_rpc()));
-        if line.len() > self.config.max_body_bytes {
+        let Some(line) = line.filter(|l| l.len() <= self.config.max_body_bytes) else {
             return refuse(None, &ProtocolError::BodyTooLarge { limit: self.config.max_body_bytes });
-        }
+        };
         let (id, method, params) = match request::decode(line) {
             Ok(Incoming::Request { id, method, params }) => (id, method, params),
             Ok(Incoming::Notification { method, params }) if method == "notifications/cancelled" => {
@@ -671,7 +673,7 @@ mod tests {
     fn stdio_lines_are_decided_without_header_rules() {
         let d = dispatcher();
         let call = body("tools/call", json!({"name": "maybe", "arguments": {}}), true);
-        match d.handle_stdio(&call, "me") {
+        match d.handle_stdio(Some(&call), "me") {
             StdioDecision::Route(routed) => {
                 assert_eq!(routed.principal, "me");
                 assert!(matches!(routed.route, Route::CallTool(ref c) if c.dispatch == Dispatch::Task));
@@ -681,19 +683,23 @@ mod tests {
         }
         let discover = body("server/discover", json!({}), true);
         assert!(
-            matches!(d.handle_stdio(&discover, "me"), StdioDecision::Reply(m) if m["result"]["resultType"] == "complete")
+            matches!(d.handle_stdio(Some(&discover), "me"), StdioDecision::Reply(m) if m["result"]["resultType"] == "complete")
         );
-        let StdioDecision::Reply(parse) = d.handle_stdio(b"not json", "me") else { panic!() };
+        let StdioDecision::Reply(parse) = d.handle_stdio(Some(b"not json"), "me") else { panic!() };
         assert_eq!(parse["error"]["code"], -32700);
         assert_eq!(parse["id"], Value::Null);
         let cancel = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;
-        assert_eq!(d.handle_stdio(cancel, "me"), StdioDecision::Cancel(serde_json::from_value(json!(7)).unwrap()));
+        assert_eq!(
+            d.handle_stdio(Some(cancel), "me"),
+            StdioDecision::Cancel(serde_json::from_value(json!(7)).unwrap())
+        );
         let other = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-        assert_eq!(d.handle_stdio(other, "me"), StdioDecision::Ignore);
+        assert_eq!(d.handle_stdio(Some(other), "me"), StdioDecision::Ignore);
         let mut small = dispatcher();
         small.config.max_body_bytes = 8;
-        let StdioDecision::Reply(large) = small.handle_stdio(&call, "me") else { panic!() };
+        let StdioDecision::Reply(large) = small.handle_stdio(Some(&call), "me") else { panic!() };
         assert_eq!(large["error"]["code"], -32600);
+        assert_eq!(small.handle_stdio(None, "me"), StdioDecision::Reply(large));
     }
 
     #[test]

@@ -14,9 +14,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot};
 
 use super::ClientError;
-use super::transport::{ListenStream, Transport, envelope};
+use super::transport::{ListenStream, Transport, envelope, into_result};
+use crate::protocol::DetailedTask;
 use crate::protocol::client::parse_detailed;
-use crate::protocol::{DetailedTask, RpcError};
 
 /// How many task states a listen buffers before the reader waits for its consumer.
 const LISTEN_BUFFER: usize = 256;
@@ -192,7 +192,7 @@ impl Inner {
                 let Some(id) = message.get("id").and_then(Value::as_u64) else { return };
                 let mut state = self.state.lock();
                 if let Some(waiter) = state.pending.remove(&id) {
-                    let _ = waiter.send(into_result(&message));
+                    let _ = waiter.send(into_result(message));
                 } else if let Some(Listen::Opening(ack, _)) = state.listens.remove(&id) {
                     // A refusal before the ack (an open listen's response is its graceful end,
                     // removed above all the same).
@@ -215,16 +215,6 @@ impl Inner {
         }
         state.failed = Some(reason);
     }
-}
-
-/// One JSON-RPC response as the result or the error.
-fn into_result(message: &Value) -> Result<Value, ClientError> {
-    if let Some(error) = message.get("error") {
-        let error: RpcError = serde_json::from_value(error.clone())
-            .map_err(|e| ClientError::transport(format!("malformed JSON-RPC error: {e}")))?;
-        return Err(ClientError::Rpc(error));
-    }
-    message.get("result").cloned().ok_or_else(|| ClientError::transport("response has neither result nor error"))
 }
 
 #[async_trait]

@@ -148,7 +148,7 @@ impl HttpTransport {
 }
 
 /// Turns one JSON-RPC response message into the result or the error.
-fn into_result(message: Value) -> Result<Value, ClientError> {
+pub(super) fn into_result(message: Value) -> Result<Value, ClientError> {
     if let Some(error) = message.get("error") {
         let error: RpcError = serde_json::from_value(error.clone())
             .map_err(|e| ClientError::transport(format!("malformed JSON-RPC error: {e}")))?;

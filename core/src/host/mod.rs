@@ -135,14 +135,12 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Starts building a host over `engine`.
     pub fn builder(engine: Engine) -> HostBuilder {
-        let mut key = vec![0u8; 32];
-        getrandom::fill(&mut key).expect("the OS CSPRNG is available");
         HostBuilder {
             engine,
             tools: Vec::new(),
             principal: Arc::new(authorization_principal),
             config: DispatcherConfig::default(),
-            state_key: key,
+            state_key: crate::clock::random_key(),
         }
     }
 

@@ -7,13 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::{Host, Performed};
-use crate::protocol::server::{Route, StdioDecision, error_reply};
-use crate::protocol::{ProtocolError, RequestId};
+use crate::protocol::RequestId;
+use crate::protocol::server::{Route, StdioDecision};
 
 /// The principal of the process at the other end of the pipes: stdio has no per-request
 /// authentication, and one client owns the channel.
@@ -51,13 +50,7 @@ impl Host {
             if text.is_empty() {
                 continue;
             }
-            let decision = if complete {
-                self.inner.dispatcher.handle_stdio(text, STDIO_PRINCIPAL)
-            } else {
-                let error = ProtocolError::BodyTooLarge { limit };
-                StdioDecision::Reply(error_reply(None, &error, false).message.unwrap_or(Value::Null))
-            };
-            match decision {
+            match self.inner.dispatcher.handle_stdio(complete.then_some(text), STDIO_PRINCIPAL) {
                 StdioDecision::Reply(message) => {
                     let _ = lines.send(message.to_string());
                 }
