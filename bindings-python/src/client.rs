@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_tasks::client::{Client, ClientOptions, Execution, InputHandler, TaskExecution};
+use mcp_tasks::client::{
+    Client, ClientError, ClientOptions, Execution, InputHandler, ListenStream, TaskExecution, Transport,
+};
 use mcp_tasks::protocol::client::{CancelMode, InputRequest, Outcome};
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
@@ -51,7 +53,43 @@ impl InputHandler for PyInputHandler {
     }
 }
 
-/// The task client for one Streamable HTTP endpoint.
+/// A transport written in Python (e.g. an `mcp.Client` session): `await target.request(method,
+/// params)` returns the JSON-RPC response's `{"result": ...}` or `{"error": {...}}` and raises
+/// only when the request could not be exchanged. It offers no listen: tasks are polled.
+struct PyTransport {
+    target: Py<PyAny>,
+    locals: TaskLocals,
+    endpoint: String,
+}
+
+#[async_trait]
+impl Transport for PyTransport {
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let exiting = || ClientError::transport("the Python interpreter is exiting");
+        let future = crate::attach_unless_shutting_down(|py| {
+            let coroutine = self.target.call_method1(py, "request", (method, Pythonized(&params)))?;
+            pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
+        })
+        .ok_or_else(exiting)?
+        .map_err(|e| ClientError::transport(format!("the Python transport failed: {e}")))?;
+        let response = future.await.map_err(|e| ClientError::transport(format!("the Python transport failed: {e}")))?;
+        let response = crate::attach_unless_shutting_down(|py| from_py("response", &response.into_bound(py)))
+            .ok_or_else(exiting)?
+            .map_err(|e| ClientError::transport(e.to_string()))?;
+        mcp_tasks::client::response_result(response)
+    }
+
+    async fn listen(&self, _task_ids: &[String]) -> Result<Option<ListenStream>, ClientError> {
+        Ok(None)
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+/// The task client for one server: a Streamable HTTP endpoint, a stdio command, or a transport
+/// written in Python.
 #[pyclass(name = "Client", module = "mcp_tasks._native", frozen)]
 pub(crate) struct PyClient {
     inner: Client,
@@ -61,13 +99,27 @@ pub(crate) struct PyClient {
 impl PyClient {
     /// Builds the client from core's `ClientOptions` (a dict with its camelCase names; absent
     /// keys take core's defaults); `input_handler` answers input requests.
+    /// `transport` is `(object, endpoint)`: requests go through `object.request` (see
+    /// `PyTransport`) and `endpoint` names the server in task references.
     #[new]
-    #[pyo3(signature = (options, input_handler = None))]
-    fn new(py: Python<'_>, options: &Bound<'_, PyAny>, input_handler: Option<Py<PyAny>>) -> PyResult<Self> {
+    #[pyo3(signature = (options, input_handler = None, transport = None))]
+    fn new(
+        py: Python<'_>,
+        options: &Bound<'_, PyAny>,
+        input_handler: Option<Py<PyAny>>,
+        transport: Option<(Py<PyAny>, String)>,
+    ) -> PyResult<Self> {
         let options: ClientOptions = serde_json::from_value(from_py("options", options)?).map_err(|e| {
             protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("client options: {e}")))
         })?;
-        let mut builder = options.builder().map_err(client_error)?;
+        let mut builder = match transport {
+            Some((target, endpoint)) => {
+                let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+                options.builder_with(Arc::new(PyTransport { target, locals, endpoint }))
+            }
+            None => options.builder(),
+        }
+        .map_err(client_error)?;
         if let Some(callback) = input_handler {
             // The handler's coroutines run on the loop that is current now.
             let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
@@ -121,6 +173,16 @@ impl PyClient {
         crate::awaitable(py, async move {
             let tasks = client.resume_all().await.map_err(client_error)?;
             Ok(tasks.into_iter().map(PyTaskExecution::new).collect::<Vec<_>>())
+        })
+    }
+
+    /// Stops following every task (references stay for `resume_all`) and closes the transport
+    /// (a stdio server's child ends); later calls raise `TransportError`.
+    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.inner.clone();
+        crate::awaitable(py, async move {
+            client.close().await;
+            Ok(())
         })
     }
 }

@@ -151,11 +151,29 @@ impl From<CancelMode> for CoreCancelMode {
 /// Options of [`TasksClient`]: core's `ClientOptions`; `None` takes core's default.
 #[derive(Clone, Debug, uniffi::Record)]
 pub struct ClientOptions {
-    /// The Streamable HTTP endpoint.
+    /// The Streamable HTTP endpoint (give this or `command`).
+    #[uniffi(default = "")]
     pub url: String,
-    /// Headers sent with every request (e.g. `Authorization`).
+    /// Headers sent with every request (e.g. `Authorization`; HTTP only).
     #[uniffi(default)]
     pub headers: HashMap<String, String>,
+    /// The program of a stdio server the client starts as its child (give this or `url`).
+    /// Starting processes is macOS (and Linux) only: on iOS the call fails with a
+    /// `TransportError`, since apps there cannot start one.
+    #[uniffi(default = None)]
+    pub command: Option<String>,
+    /// The stdio server's arguments.
+    #[uniffi(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for the stdio server (added to the inherited ones).
+    #[uniffi(default)]
+    pub env: HashMap<String, String>,
+    /// The stdio server's working directory.
+    #[uniffi(default = None)]
+    pub cwd: Option<String>,
+    /// The stdio server's stderr: `inherit` (default), `capture` or `discard`.
+    #[uniffi(default = None)]
+    pub stderr: Option<String>,
     /// `sqlite:///path` (task references survive restarts), `memory://`, or `None` for the
     /// default file (`$MCP_TASKS_CLIENT_DB`, else the XDG data dir). On iOS pass a path inside
     /// the app's Application Support directory.
@@ -188,6 +206,11 @@ impl From<ClientOptions> for CoreOptions {
         Self {
             url: o.url,
             headers,
+            command: o.command,
+            args: o.args,
+            env: o.env.into_iter().collect(),
+            cwd: o.cwd,
+            stderr: o.stderr,
             store: o.store,
             client_name: o.client_name,
             client_version: o.client_version,
@@ -377,6 +400,12 @@ impl TasksClient {
     /// suspended or killed).
     pub async fn resume_all(&self) -> Result<Vec<Arc<TaskExecution>>, TasksError> {
         Ok(self.inner.resume_all().await?.into_iter().map(TaskExecution::new).collect())
+    }
+
+    /// Stops following every task (their references stay for `resume_all`) and closes the
+    /// transport: a stdio server's child ends. Later calls fail with `TransportError`.
+    pub async fn close(&self) {
+        self.inner.close().await;
     }
 }
 

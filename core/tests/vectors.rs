@@ -1,5 +1,6 @@
-//! Replays every shared vector in `tests/vectors/` against the Rust host, once over the
-//! in-memory store and once over SQLite, validating every message against the schemas.
+//! Replays every shared vector in `tests/vectors/` against the Rust host: over HTTP on the
+//! memory, SQLite and PostgreSQL stores, and over the stdio transport on SQLite, validating every
+//! message against the schemas.
 
 mod common;
 
@@ -113,47 +114,7 @@ async fn replay(path: &std::path::Path, store: Arc<dyn TaskStore>, config: Engin
             schemas().check_response("", &json);
             assert_eq!(status, step["expect"]["status"].as_u64().unwrap() as u16, "{name} step {index}: {json}");
             assert_matches(&name, index, &step["expect"]["body"], &json);
-        } else if let Some(ms) = step.get("advance_ms") {
-            host.clock.advance(ms.as_u64().unwrap());
-        } else if let Some(work) = step.get("work") {
-            let task = work["task"].as_str().unwrap();
-            let owner = host.engine.store().get(task).await.unwrap().expect("work on a known task");
-            if owner.status.is_terminal() {
-                continue; // The work already ended; "it would have finished now".
-            }
-            if let Some(text) = work.get("status").and_then(Value::as_str) {
-                host.scripts.send(task, WorkStep::Status(text.to_owned()));
-                host.wait_for(&owner.principal, task, |t| t["statusMessage"] == text).await;
-            } else if let Some(Value::Object(requests)) = work.get("input") {
-                host.scripts.send(task, WorkStep::Input(requests.clone()));
-                host.wait_for(&owner.principal, task, |t| t["status"] == "input_required").await;
-            } else if let Some(result) = work.get("complete") {
-                host.scripts.send(task, WorkStep::Complete(result.clone()));
-                host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
-            } else if let Some(error) = work.get("fail") {
-                let error: RpcError = serde_json::from_value(error.clone()).unwrap();
-                host.scripts.send(task, WorkStep::Fail(error));
-                host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
-            } else {
-                panic!("{name} step {index}: unknown work {work}");
-            }
-        } else if let Some(expect) = step.get("sweep") {
-            let report = host.engine.sweep().await.unwrap();
-            assert_eq!(
-                json!({"expired": report.expired, "purged": report.purged}),
-                *expect,
-                "{name} step {index}: sweep"
-            );
-        } else if let Some(answers) = step.get("answers") {
-            let want = answers["expect"].as_array().unwrap().len();
-            let got: Vec<Value> = host
-                .scripts
-                .answers(answers["task"].as_str().unwrap(), want)
-                .await
-                .into_iter()
-                .map(Value::Object)
-                .collect();
-            assert_matches(&name, index, &answers["expect"], &Value::Array(got));
+        } else if run_engine_step(&host, &name, index, &step).await {
         } else if let Some(listen) = step.get("listen") {
             let params = json!({"notifications": listen["notifications"]});
             let body = request(next_id, "subscriptions/listen", params, tasks);
@@ -177,6 +138,234 @@ async fn replay(path: &std::path::Path, store: Arc<dyn TaskStore>, config: Engin
             panic!("{name} step {index}: unknown step {step}");
         }
     }
+}
+
+/// Runs a step that acts on the server's engine and clock rather than its wire (`advance_ms`,
+/// `work`, `sweep`, `answers`); false for a wire step.
+async fn run_engine_step(host: &TestHost, name: &str, index: usize, step: &Value) -> bool {
+    if let Some(ms) = step.get("advance_ms") {
+        host.clock.advance(ms.as_u64().unwrap());
+    } else if let Some(work) = step.get("work") {
+        let task = work["task"].as_str().unwrap();
+        let owner = host.engine.store().get(task).await.unwrap().expect("work on a known task");
+        if owner.status.is_terminal() {
+            return true; // The work already ended; "it would have finished now".
+        }
+        if let Some(text) = work.get("status").and_then(Value::as_str) {
+            host.scripts.send(task, WorkStep::Status(text.to_owned()));
+            host.wait_for(&owner.principal, task, |t| t["statusMessage"] == text).await;
+        } else if let Some(Value::Object(requests)) = work.get("input") {
+            host.scripts.send(task, WorkStep::Input(requests.clone()));
+            host.wait_for(&owner.principal, task, |t| t["status"] == "input_required").await;
+        } else if let Some(result) = work.get("complete") {
+            host.scripts.send(task, WorkStep::Complete(result.clone()));
+            host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
+        } else if let Some(error) = work.get("fail") {
+            let error: RpcError = serde_json::from_value(error.clone()).unwrap();
+            host.scripts.send(task, WorkStep::Fail(error));
+            host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
+        } else {
+            panic!("{name} step {index}: unknown work {work}");
+        }
+    } else if let Some(expect) = step.get("sweep") {
+        let report = host.engine.sweep().await.unwrap();
+        assert_eq!(json!({"expired": report.expired, "purged": report.purged}), *expect, "{name} step {index}: sweep");
+    } else if let Some(answers) = step.get("answers") {
+        let want = answers["expect"].as_array().unwrap().len();
+        let got: Vec<Value> = host
+            .scripts
+            .answers(answers["task"].as_str().unwrap(), want)
+            .await
+            .into_iter()
+            .map(Value::Object)
+            .collect();
+        assert_matches(name, index, &answers["expect"], &Value::Array(got));
+    } else {
+        return false;
+    }
+    true
+}
+
+/// The steps of one vector the stdio replay does not check, with the reason (runner
+/// `rust-stdio` in `skip.json`): HTTP statuses, headers and principals have no stdio form.
+fn stdio_unchecked(vector: &str) -> Vec<usize> {
+    let skip: Value =
+        serde_json::from_slice(&std::fs::read(common::repo_root().join("tests/vectors/skip.json")).unwrap()).unwrap();
+    let mut steps = Vec::new();
+    for entry in skip["unchecked_steps"].as_array().unwrap() {
+        if entry["runner"] == "rust-stdio" && entry["vector"] == vector {
+            assert!(!entry["reason"].as_str().unwrap_or("").is_empty(), "{vector}: an unchecked step needs a reason");
+            steps.extend(entry["steps"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize));
+        }
+    }
+    steps
+}
+
+/// The client end of a stdio channel to the host: lines out, messages in, listen messages kept
+/// apart by subscription id.
+struct StdioPeer {
+    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    /// Listen messages read while waiting for a response, by subscription id.
+    streams: HashMap<u64, std::collections::VecDeque<Value>>,
+    /// Responses read while waiting for another one.
+    held: Vec<Value>,
+}
+
+impl StdioPeer {
+    async fn write(&mut self, line: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.writer.write_all(line).await.unwrap();
+        self.writer.write_all(b"\n").await.unwrap();
+    }
+
+    /// Reads one message (10 s bound), filing listen messages under their stream.
+    async fn read(&mut self) -> Option<Value> {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("a message within 10 s")
+            .unwrap()?;
+        let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        if let Some(id) = message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].as_u64() {
+            self.streams.entry(id).or_default().push_back(message);
+            return Some(Value::Null);
+        }
+        Some(message)
+    }
+
+    /// The response `pick` accepts (responses are written in the order they are ready).
+    async fn response(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.held.iter().position(&pick) {
+            return self.held.remove(i);
+        }
+        loop {
+            match self.read().await.expect("the host's output is open") {
+                Value::Null => {}
+                message if pick(&message) => return message,
+                message => self.held.push(message),
+            }
+        }
+    }
+
+    async fn stream_message(&mut self, subscription: u64) -> Option<Value> {
+        loop {
+            if let Some(message) = self.streams.get_mut(&subscription).and_then(std::collections::VecDeque::pop_front) {
+                return Some(message);
+            }
+            match self.read().await? {
+                Value::Null => {}
+                message if message.get("id") == Some(&json!(subscription)) => return None, // the stream's end
+                message => self.held.push(message),
+            }
+        }
+    }
+}
+
+/// Replays one vector over the stdio transport of the same host: the same requests as lines,
+/// the same bodies expected (HTTP statuses aside), listen streams demultiplexed from the one
+/// channel. Steps listed for `rust-stdio` in `skip.json` are run but not checked.
+async fn replay_stdio(path: &std::path::Path, store: Arc<dyn TaskStore>, config: EngineConfig) -> Vec<String> {
+    use tokio::io::AsyncBufReadExt;
+    let vector: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let name = vector["name"].as_str().unwrap().to_owned();
+    let unchecked = stdio_unchecked(&name);
+    let host = TestHost::with_config(store, vector["start_ms"].as_u64().unwrap(), config).await;
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (server_in, server_out) = tokio::io::split(server);
+    let serving = host.host.clone();
+    tokio::spawn(async move { serving.serve_stdio(server_in, server_out).await });
+    let (client_in, writer) = tokio::io::split(client);
+    let mut peer = StdioPeer {
+        writer,
+        lines: tokio::io::BufReader::new(client_in).lines(),
+        streams: HashMap::new(),
+        held: Vec::new(),
+    };
+    let mut vars: HashMap<String, Value> = HashMap::new();
+    let mut streams: HashMap<String, u64> = HashMap::new();
+    let mut next_id = 1u64;
+    let mut failures = Vec::new();
+    let mut check_step = |index: usize, expected: &Value, actual: &Value| {
+        let mut diffs = Vec::new();
+        matches(expected, actual, "", &mut diffs);
+        if !diffs.is_empty() && !unchecked.contains(&index) {
+            failures.push(format!("{name} step {index}: {diffs:?} (got {actual})"));
+        }
+    };
+    for (index, step) in vector["steps"].as_array().unwrap().iter().enumerate() {
+        let step = substitute(step, &vars);
+        let tasks = step.get("tasks").and_then(Value::as_bool).unwrap_or(true);
+        if let Some(send) = step.get("send") {
+            let method = send["method"].as_str().unwrap();
+            let id = next_id;
+            let body = request(id, method, send["params"].clone(), tasks);
+            next_id += 1;
+            peer.write(&serde_json::to_vec(&body).unwrap()).await;
+            let json = peer.response(|m| m.get("id") == Some(&json!(id))).await;
+            schemas().check_response(method, &json);
+            check_step(index, &step["expect"]["body"], &json);
+            if let Some(Value::Object(capture)) = step.get("capture") {
+                for (var, pointer) in capture {
+                    vars.insert(var.clone(), json.pointer(pointer.as_str().unwrap()).cloned().unwrap());
+                }
+            }
+        } else if let Some(raw) = step.get("send_raw") {
+            let body = match raw {
+                Value::String(s) => s.clone(),
+                _ => raw["repeat"].as_str().unwrap().repeat(raw["times"].as_u64().unwrap() as usize),
+            };
+            let expected = &step["expect"]["body"];
+            peer.write(body.as_bytes()).await;
+            if expected.is_null() {
+                // No answer expected: a request sent after it must be the next answer.
+                let id = next_id + 1_000_000;
+                let probe = request(id, "tasks/get", json!({"taskId": "probe"}), true);
+                peer.write(&serde_json::to_vec(&probe).unwrap()).await;
+                let next = peer.response(|_| true).await;
+                check_step(index, &json!({"id": id}), &json!({"id": next["id"]}));
+                continue;
+            }
+            let json = peer.response(|_| true).await;
+            schemas().check_response("", &json);
+            check_step(index, expected, &json);
+        } else if run_engine_step(&host, &name, index, &step).await {
+        } else if let Some(listen) = step.get("listen") {
+            let params = json!({"notifications": listen["notifications"]});
+            let body = request(next_id, "subscriptions/listen", params, tasks);
+            streams.insert(listen["stream"].as_str().unwrap().to_owned(), next_id);
+            next_id += 1;
+            peer.write(&serde_json::to_vec(&body).unwrap()).await;
+        } else if let Some(events) = step.get("events") {
+            let subscription = streams[events["stream"].as_str().unwrap()];
+            for expected in events["expect"].as_array().unwrap() {
+                let message = peer
+                    .stream_message(subscription)
+                    .await
+                    .unwrap_or_else(|| panic!("{name} step {index}: stream ended"));
+                schemas().check_listen_message(&message);
+                check_step(index, expected, &message);
+            }
+            // A stream that should end but does not would hold the replay for the read bound:
+            // an unchecked step does not wait for its end.
+            if events.get("end").and_then(Value::as_bool) == Some(true) && !unchecked.contains(&index) {
+                let next = peer.stream_message(subscription).await;
+                check_step(index, &json!({"stream": "ended"}), &json!({"stream": next.unwrap_or(json!("ended"))}));
+            }
+        } else {
+            panic!("{name} step {index}: unknown step {step}");
+        }
+    }
+    failures
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_over_stdio() {
+    let mut failures = Vec::new();
+    for file in vector_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("tasks.db")).unwrap();
+        failures.extend(replay_stdio(&file, Arc::new(store), common::vector_config()).await);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 fn vector_files() -> Vec<std::path::PathBuf> {

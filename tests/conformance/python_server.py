@@ -1,7 +1,8 @@
 """The conformance fixture tools on plain mcp 2.x MCPServer + mcp_tasks.TasksExtension.
 
 ``python python_server.py PORT [STORE]`` serves 127.0.0.1:PORT/mcp (stateless Streamable HTTP)
-until killed; STORE defaults to ``memory://``.
+until killed; ``python python_server.py --stdio [STORE]`` serves the same tools over stdio until
+its stdin closes. STORE defaults to ``memory://``.
 """
 
 from __future__ import annotations
@@ -123,8 +124,12 @@ def build(store: str) -> MCPServer:
 
 
 def main() -> None:
-    port = int(sys.argv[1])
     store = sys.argv[2] if len(sys.argv) > 2 else "memory://"
+    if sys.argv[1] == "--stdio":
+        # stdout is the protocol channel: nothing else may be printed there.
+        build(store).run("stdio")
+        return
+    port = int(sys.argv[1])
     app = build(store).streamable_http_app(stateless_http=True, json_response=True)
     print(f"listening on http://127.0.0.1:{port}/mcp", flush=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -104,18 +104,21 @@ class Ready:
 
 @final
 class Client:
-    """The task client for one Streamable HTTP endpoint."""
+    """The task client for one server: a Streamable HTTP endpoint, a stdio command, or a transport
+    written in Python."""
 
     def __new__(
         cls,
         options: dict[str, Any],
         input_handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None,
+        transport: tuple[Any, str] | None = None,
     ) -> Client: ...
     def call_tool(
         self, name: str, arguments: dict[str, Any]
     ) -> Awaitable[tuple[str, dict[str, Any], TaskExecution | None]]: ...
     def follow(self, created: dict[str, Any], tool: str, arguments: dict[str, Any]) -> Awaitable[TaskExecution]: ...
     def resume_all(self) -> Awaitable[list[TaskExecution]]: ...
+    def close(self) -> Awaitable[None]: ...
 
 @final
 class TaskExecution:

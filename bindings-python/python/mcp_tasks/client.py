@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp_types import CallToolResult, Result
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, Request, Result
+from pydantic import TypeAdapter
 
 from . import _native
 from .errors import InvalidParamsError
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
 
 CancelMode = Literal["stop", "observe"]
 
@@ -166,22 +172,35 @@ def _wrap(handler: InputHandler | None) -> Callable[[dict[str, Any]], Awaitable[
 
 
 class TasksClient:
-    """A tasks client for one Streamable HTTP endpoint (MCP 2026-07-28).
+    """A tasks client for one server (MCP 2026-07-28): a Streamable HTTP endpoint (``url``), or a
+    stdio server it starts as its child (``command``).
 
     The keyword arguments are core's ``ClientOptions`` (absent ones take core's defaults):
-    ``headers`` sent with every request; ``store`` ``sqlite:///path``, ``memory://``, or None for
-    the default SQLite file (``$MCP_TASKS_CLIENT_DB`` or the XDG data dir); ``client_name`` and
+    ``headers`` sent with every HTTP request; for stdio, ``args``, ``env`` (added to the inherited
+    environment), ``cwd`` and ``stderr`` (``"inherit"``, ``"capture"`` to quote it in the error
+    when the child exits, or ``"discard"``); ``store`` ``sqlite:///path``, ``memory://``, or None
+    for the default SQLite file (``$MCP_TASKS_CLIENT_DB`` or the XDG data dir); ``client_name`` and
     ``client_version`` for ``clientInfo``; ``notifications`` (listen when offered, default True);
     ``default_poll_ms`` (1000) and ``min_poll_ms`` (100); ``max_input_rounds`` (8 MRTR rounds).
     ``input_handler`` answers elicitation, sampling and roots requests; create the client inside
     the event loop that should run it.
+
+    A stdio child starts on the first call, again on the next call after it died (its listens are
+    re-sent), and ends on :meth:`close` (or ``async with``): stdin closed, then SIGTERM, then
+    SIGKILL. Tasks it left unfinished are reported failed by its next start when its store is a
+    file.
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        command: str | None = None,
+        args: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stderr: Literal["inherit", "capture", "discard"] | None = None,
         store: str | None = None,
         client_name: str | None = None,
         client_version: str | None = None,
@@ -190,8 +209,15 @@ class TasksClient:
         min_poll_ms: int | None = None,
         max_input_rounds: int | None = None,
         input_handler: InputHandler | None = None,
+        _transport: tuple[Any, str] | None = None,
     ) -> None:
         given = {
+            "url": url,
+            "command": command,
+            "args": list(args) if args is not None else None,
+            "env": dict(env) if env is not None else None,
+            "cwd": os.fspath(cwd) if cwd is not None else None,
+            "stderr": stderr,
             "store": store,
             "client_name": client_name,
             "client_version": client_version,
@@ -200,9 +226,10 @@ class TasksClient:
             "min_poll_ms": min_poll_ms,
             "max_input_rounds": max_input_rounds,
         }
-        options: dict[str, Any] = {"url": url, "headers": list((headers or {}).items())}
-        options.update({_camel(k): v for k, v in given.items() if v is not None})
-        self._native = _native.Client(options, _wrap(input_handler))
+        options: dict[str, Any] = {_camel(k): v for k, v in given.items() if v is not None}
+        if headers:
+            options["headers"] = list(headers.items())
+        self._native = _native.Client(options, _wrap(input_handler), _transport)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Execution:
         """Calls a tool; MRTR rounds are answered by the input handler and retried."""
@@ -214,6 +241,44 @@ class TasksClient:
     async def resume_all(self) -> list[TaskExecution]:
         """Re-attaches to every task of this endpoint whose outcome was not delivered yet."""
         return [TaskExecution(t) for t in await self._native.resume_all()]
+
+    async def close(self) -> None:
+        """Stops following every task (their references stay for :meth:`resume_all`) and closes
+        the transport: a stdio child ends. Later calls raise ``TransportError``."""
+        await self._native.close()
+
+    async def __aenter__(self) -> TasksClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class _SessionTransport:
+    """Core's transport over an ``mcp.ClientSession``: each request the Rust driver sends goes
+    through the session, whatever its transport (stdio included). The session has no listen for
+    task ids, so tasks are polled."""
+
+    def __init__(self) -> None:
+        self.session: ClientSession | None = None
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.session is None:
+            raise RuntimeError("no mcp session yet: call a tool through mcp.Client first, or attach() one")
+        try:
+            result = await self.session.send_request(_TaskRequest(method=method, params=params), _ANY_RESULT)
+        except MCPError as e:
+            return {"error": e.error.model_dump(by_alias=True, mode="json", exclude_none=True)}
+        return {"result": result}
+
+
+class _TaskRequest(Request[dict[str, Any], str]):
+    """A ``tasks/*`` request as mcp's session sends it (``Mcp-Name`` from ``taskId`` over HTTP)."""
+
+    name_param = "taskId"
+
+
+_ANY_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 class CreateTaskResult(Result):
@@ -234,9 +299,14 @@ OnCancel = Literal["cancel", "detach"]
 
 class TasksClientExtension(ClientExtension):
     """Makes ``mcp.Client.call_tool`` transparent for task results: the client declares the
-    extension, and a ``CreateTaskResult`` is followed to its outcome by the Rust client (same
-    endpoint ``url`` and ``headers``), then returned as the ``CallToolResult``.
+    extension, and a ``CreateTaskResult`` is followed to its outcome by the Rust client, then
+    returned as the ``CallToolResult``.
 
+    - Without ``url``, tasks are followed through the ``mcp.Client`` session that received them,
+      whatever its transport (stdio included), by polling; ``endpoint`` names that server in the
+      durable task references (default ``session:`` and the server's name). With ``url`` (and
+      ``headers``), the Rust client reaches the endpoint over its own HTTP connections and
+      listens for ``notifications/tasks`` when offered.
     - A failed task raises its error's class (an ``McpTaskError``, itself an ``MCPError``); a
       cancelled, gone or expired task raises ``TaskCancelledError``, ``TaskGoneError`` or
       ``TaskExpiredError``.
@@ -248,16 +318,17 @@ class TasksClientExtension(ClientExtension):
       so the task neither runs on nor reappears in a later ``resume_all()``. With
       ``on_cancel="detach"`` the task keeps running and its reference stays for ``resume_all()``.
 
-    ``mcp.Client(url, extensions=[TasksClientExtension(url)])``
+    ``mcp.Client(server, extensions=[TasksClientExtension()])``
     """
 
     identifier = "io.modelcontextprotocol/tasks"
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
         headers: Mapping[str, str] | None = None,
+        endpoint: str | None = None,
         store: str | None = None,
         notifications: bool | None = None,
         input_handler: InputHandler | None = None,
@@ -267,13 +338,14 @@ class TasksClientExtension(ClientExtension):
     ) -> None:
         if on_cancel not in ("cancel", "detach"):
             raise ValueError(f"on_cancel={on_cancel!r}: use 'cancel' or 'detach'")
-        self._options: dict[str, Any] = {
-            "headers": headers,
-            "store": store,
-            "notifications": notifications,
-            "input_handler": input_handler,
-        }
+        if url is None and (headers or notifications):
+            raise ValueError("headers and notifications are options of a url; a session is polled")
+        self._options: dict[str, Any] = {"store": store, "input_handler": input_handler}
+        if url is not None:
+            self._options.update(headers=headers, notifications=notifications)
         self._url = url
+        self._endpoint = endpoint
+        self._session_transport = _SessionTransport()
         self._client: TasksClient | None = None
         self._on_task = on_task
         self._on_cancel = on_cancel
@@ -286,14 +358,31 @@ class TasksClientExtension(ClientExtension):
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve)]
 
+    def attach(self, session: ClientSession) -> None:
+        """Follows tasks through ``session`` (no ``url``): needed before :attr:`client` is used
+        without a call, e.g. ``resume_all()`` at start (``ext.attach(client.session)``)."""
+        self._session_transport.session = session
+
     @property
     def client(self) -> TasksClient:
         """The tasks client that follows claimed tasks (created on first use, on the running loop)."""
         if self._client is None:
-            self._client = TasksClient(self._url, **self._options)
+            if self._url is not None:
+                self._client = TasksClient(self._url, **self._options)
+            else:
+                self._client = TasksClient(**self._options, _transport=(self._session_transport, self._endpoint_name()))
         return self._client
 
+    def _endpoint_name(self) -> str:
+        if self._endpoint is not None:
+            return self._endpoint
+        session = self._session_transport.session
+        info = session.server_info if session is not None else None
+        return f"session:{info.name}" if info is not None else "session"
+
     async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> CallToolResult:
+        if self._url is None:
+            self._session_transport.session = ctx.session
         payload = created.model_dump(by_alias=True, mode="json")
         execution = TaskExecution(await self.client._native.follow(payload, ctx.tool_name, {}))
         self.running[execution.task_id] = execution

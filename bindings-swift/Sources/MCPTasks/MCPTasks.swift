@@ -60,6 +60,26 @@ extension TasksClient {
         try self.init(options: options, inputHandler: onInputRequest.map { ClosureInputHandler($0) as InputHandler })
     }
 
+    /// A client for a stdio server it starts as its child: `command` with `arguments`,
+    /// `environment` added to the inherited one, and `directory` as its working directory. The
+    /// child starts on the first call (again after it died) and ends on `close()`. macOS and
+    /// Linux only: iOS apps cannot start processes, so there the first call throws
+    /// `TransportError`.
+    public convenience init(
+        command: String,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        directory: URL? = nil,
+        store: TaskStore = .defaultFile,
+        notifications: Bool? = nil,
+        onInputRequest: (@Sendable (InputRequest) -> [String: Any]?)? = nil
+    ) throws {
+        let options = ClientOptions(
+            command: command, args: arguments, env: environment, cwd: directory?.path, store: store.url,
+            notifications: notifications)
+        try self.init(options: options, inputHandler: onInputRequest.map { ClosureInputHandler($0) as InputHandler })
+    }
+
     /// Calls a tool with JSON-serializable arguments.
     public func callTool(_ name: String, arguments: [String: Any] = [:]) async throws -> Execution {
         let data = try JSONSerialization.data(withJSONObject: arguments)

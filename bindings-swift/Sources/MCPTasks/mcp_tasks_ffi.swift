@@ -2173,6 +2173,12 @@ public protocol TasksClientProtocol: AnyObject, Sendable {
     func callTool(name: String, argumentsJson: String) async throws  -> Execution
     
     /**
+     * Stops following every task (their references stay for `resume_all`) and closes the
+     * transport: a stdio server's child ends. Later calls fail with `TransportError`.
+     */
+    func close() async 
+    
+    /**
      * Re-attaches to every persisted task whose outcome was not delivered yet (after the app was
      * suspended or killed).
      */
@@ -2268,6 +2274,27 @@ open func callTool(name: String, argumentsJson: String)async throws  -> Executio
 }
     
     /**
+     * Stops following every task (their references stay for `resume_all`) and closes the
+     * transport: a stdio server's child ends. Later calls fail with `TransportError`.
+     */
+open func close()async   {
+    return
+        try!  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_tasksclient_close(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_void,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_void,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_void,
+            liftFunc: { $0 },
+            errorHandler: nil
+            
+        )
+}
+    
+    /**
      * Re-attaches to every persisted task whose outcome was not delivered yet (after the app was
      * suspended or killed).
      */
@@ -2340,13 +2367,35 @@ public func FfiConverterTypeTasksClient_lower(_ value: TasksClient) -> UInt64 {
  */
 public struct ClientOptions: Equatable, Hashable {
     /**
-     * The Streamable HTTP endpoint.
+     * The Streamable HTTP endpoint (give this or `command`).
      */
     public var url: String
     /**
-     * Headers sent with every request (e.g. `Authorization`).
+     * Headers sent with every request (e.g. `Authorization`; HTTP only).
      */
     public var headers: [String: String]
+    /**
+     * The program of a stdio server the client starts as its child (give this or `url`).
+     * Starting processes is macOS (and Linux) only: on iOS the call fails with a
+     * `TransportError`, since apps there cannot start one.
+     */
+    public var command: String?
+    /**
+     * The stdio server's arguments.
+     */
+    public var args: [String]
+    /**
+     * Environment variables set for the stdio server (added to the inherited ones).
+     */
+    public var env: [String: String]
+    /**
+     * The stdio server's working directory.
+     */
+    public var cwd: String?
+    /**
+     * The stdio server's stderr: `inherit` (default), `capture` or `discard`.
+     */
+    public var stderr: String?
     /**
      * `sqlite:///path` (task references survive restarts), `memory://`, or `None` for the
      * default file (`$MCP_TASKS_CLIENT_DB`, else the XDG data dir). On iOS pass a path inside
@@ -2382,11 +2431,28 @@ public struct ClientOptions: Equatable, Hashable {
     // declare one manually.
     public init(
         /**
-         * The Streamable HTTP endpoint.
-         */url: String, 
+         * The Streamable HTTP endpoint (give this or `command`).
+         */url: String = "", 
         /**
-         * Headers sent with every request (e.g. `Authorization`).
+         * Headers sent with every request (e.g. `Authorization`; HTTP only).
          */headers: [String: String] = [:], 
+        /**
+         * The program of a stdio server the client starts as its child (give this or `url`).
+         * Starting processes is macOS (and Linux) only: on iOS the call fails with a
+         * `TransportError`, since apps there cannot start one.
+         */command: String? = nil, 
+        /**
+         * The stdio server's arguments.
+         */args: [String] = [], 
+        /**
+         * Environment variables set for the stdio server (added to the inherited ones).
+         */env: [String: String] = [:], 
+        /**
+         * The stdio server's working directory.
+         */cwd: String? = nil, 
+        /**
+         * The stdio server's stderr: `inherit` (default), `capture` or `discard`.
+         */stderr: String? = nil, 
         /**
          * `sqlite:///path` (task references survive restarts), `memory://`, or `None` for the
          * default file (`$MCP_TASKS_CLIENT_DB`, else the XDG data dir). On iOS pass a path inside
@@ -2412,6 +2478,11 @@ public struct ClientOptions: Equatable, Hashable {
          */maxInputRounds: UInt64? = nil) {
         self.url = url
         self.headers = headers
+        self.command = command
+        self.args = args
+        self.env = env
+        self.cwd = cwd
+        self.stderr = stderr
         self.store = store
         self.clientName = clientName
         self.clientVersion = clientVersion
@@ -2439,6 +2510,11 @@ public struct FfiConverterTypeClientOptions: FfiConverterRustBuffer {
             try ClientOptions(
                 url: FfiConverterString.read(from: &buf), 
                 headers: FfiConverterDictionaryStringString.read(from: &buf), 
+                command: FfiConverterOptionString.read(from: &buf), 
+                args: FfiConverterSequenceString.read(from: &buf), 
+                env: FfiConverterDictionaryStringString.read(from: &buf), 
+                cwd: FfiConverterOptionString.read(from: &buf), 
+                stderr: FfiConverterOptionString.read(from: &buf), 
                 store: FfiConverterOptionString.read(from: &buf), 
                 clientName: FfiConverterOptionString.read(from: &buf), 
                 clientVersion: FfiConverterOptionString.read(from: &buf), 
@@ -2452,6 +2528,11 @@ public struct FfiConverterTypeClientOptions: FfiConverterRustBuffer {
     public static func write(_ value: ClientOptions, into buf: inout [UInt8]) {
         FfiConverterString.write(value.url, into: &buf)
         FfiConverterDictionaryStringString.write(value.headers, into: &buf)
+        FfiConverterOptionString.write(value.command, into: &buf)
+        FfiConverterSequenceString.write(value.args, into: &buf)
+        FfiConverterDictionaryStringString.write(value.env, into: &buf)
+        FfiConverterOptionString.write(value.cwd, into: &buf)
+        FfiConverterOptionString.write(value.stderr, into: &buf)
         FfiConverterOptionString.write(value.store, into: &buf)
         FfiConverterOptionString.write(value.clientName, into: &buf)
         FfiConverterOptionString.write(value.clientVersion, into: &buf)
@@ -3940,6 +4021,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool() != 33376) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_close() != 807) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_resume_all() != 7481) {

@@ -473,6 +473,11 @@ uint64_t uniffi_mcp_tasks_ffi_fn_constructor_tasksclient_new(RustBuffer options,
 uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_call_tool(uint64_t ptr, RustBuffer name, RustBuffer arguments_json
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_CLOSE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_CLOSE
+uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_close(uint64_t ptr
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_RESUME_ALL
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_RESUME_ALL
 uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_resume_all(uint64_t ptr
@@ -1010,6 +1015,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasklistener_on_finished(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CALL_TOOL
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CALL_TOOL
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CLOSE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CLOSE
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasksclient_close(void
     
 );
 #endif

@@ -26,11 +26,11 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
 pub use crate::protocol::client::InputRequest;
-pub use stdio::StdioTransport;
+pub use stdio::{StderrMode, StdioCommand, StdioTransport};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteClientStore;
 pub use store::{ClientStore, MemoryClientStore, TaskReference};
-pub use transport::{HttpTransport, ListenStream, Transport, envelope, header_value};
+pub use transport::{HttpTransport, ListenStream, Transport, envelope, header_value, response_result};
 
 use crate::clock::{Clock, SystemClock};
 use crate::protocol::client::{
@@ -79,6 +79,9 @@ pub enum ClientError {
     /// The execution was detached or its driver stopped.
     #[error("the task is no longer driven by this client")]
     Detached,
+    /// The client options contradict each other or name nothing ([`ClientOptions::builder`]).
+    #[error("invalid client options: {0}")]
+    InvalidOptions(String),
     /// A reference-store URL names no store ([`ClientBuilder::store_url`]).
     #[error("unknown store {0:?}: use sqlite:///path or memory://")]
     InvalidStoreUrl(String),
@@ -99,7 +102,7 @@ impl ClientError {
     pub fn code(&self) -> i64 {
         match self {
             Self::Rpc(e) => e.code,
-            Self::Driver(_) | Self::InvalidStoreUrl(_) => ErrorKind::InvalidParams.code(),
+            Self::Driver(_) | Self::InvalidStoreUrl(_) | Self::InvalidOptions(_) => ErrorKind::InvalidParams.code(),
             _ => ErrorKind::Internal.code(),
         }
     }
@@ -111,7 +114,7 @@ impl ClientError {
             Self::Rpc(e) => crate::protocol::class_for_code(e.code, None),
             Self::Http { status: 413, .. } => ErrorKind::TooLarge.class(),
             Self::Http { .. } | Self::Transport { .. } => "TransportError",
-            Self::Driver(_) | Self::InvalidStoreUrl(_) => ErrorKind::InvalidParams.class(),
+            Self::Driver(_) | Self::InvalidStoreUrl(_) | Self::InvalidOptions(_) => ErrorKind::InvalidParams.class(),
             Self::InvalidResult(_) | Self::Store(_) | Self::NoInputHandler(_) | Self::Detached => {
                 ErrorKind::Internal.class()
             }
@@ -186,6 +189,14 @@ struct Inner {
     clock: Arc<dyn Clock>,
     input: Option<Arc<dyn InputHandler>>,
     config: ClientConfig,
+    /// Cancelled by [`Client::close`]: every driver stops, new calls are refused.
+    closed: tokio_util::sync::CancellationToken,
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<(), ClientError> {
+        if self.closed.is_cancelled() { Err(ClientError::transport("the client is closed")) } else { Ok(()) }
+    }
 }
 
 /// A tasks client for one server. Cheap to clone.
@@ -207,10 +218,21 @@ impl std::fmt::Debug for Client {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ClientOptions {
-    /// The Streamable HTTP endpoint.
+    /// The Streamable HTTP endpoint (give this or `command`).
     pub url: String,
-    /// Headers sent with every request (e.g. `Authorization`), in order.
+    /// Headers sent with every request (e.g. `Authorization`), in order (HTTP only).
     pub headers: Vec<(String, String)>,
+    /// The program of a stdio server the client starts (give this or `url`).
+    pub command: Option<String>,
+    /// The stdio server's arguments.
+    pub args: Vec<String>,
+    /// Environment variables set for the stdio server (added to the inherited ones).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The stdio server's working directory (default this process's).
+    pub cwd: Option<String>,
+    /// The stdio server's stderr: `inherit` (default), `capture` (quoted when it exits) or
+    /// `discard`.
+    pub stderr: Option<String>,
     /// Where task references persist: `sqlite:///path`, `memory://`, or absent for the default
     /// SQLite file ([`default_store_path`]).
     pub store: Option<String>,
@@ -233,6 +255,11 @@ impl ClientOptions {
     pub const NAMES: &'static [&'static str] = &[
         "url",
         "headers",
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "stderr",
         "store",
         "clientName",
         "clientVersion",
@@ -242,19 +269,67 @@ impl ClientOptions {
         "maxInputRounds",
     ];
 
-    /// A builder configured from these options (HTTP transport).
-    pub fn builder(self) -> Result<ClientBuilder, ClientError> {
+    /// A builder configured from these options: HTTP when `url` is given, stdio when `command`
+    /// is. Both, neither, or an option of the other transport is [`ClientError::Transport`].
+    pub fn builder(mut self) -> Result<ClientBuilder, ClientError> {
+        let stdio_only = !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() || self.stderr.is_some();
+        let builder = match (self.url.is_empty(), self.command.take()) {
+            (false, None) if stdio_only => {
+                return Err(ClientError::InvalidOptions(
+                    "args, env, cwd and stderr are options of a stdio command".into(),
+                ));
+            }
+            (false, None) => Client::http(std::mem::take(&mut self.url)),
+            (true, Some(_)) if !self.headers.is_empty() => {
+                return Err(ClientError::InvalidOptions(
+                    "headers are an option of an HTTP url, not a stdio command".into(),
+                ));
+            }
+            (true, Some(program)) => {
+                let mut command = StdioCommand::new(program).args(std::mem::take(&mut self.args));
+                command.env = std::mem::take(&mut self.env);
+                command.cwd = self.cwd.take().map(Into::into);
+                if let Some(mode) = self.stderr.take() {
+                    command.stderr = StderrMode::parse(&mode)?;
+                }
+                Client::stdio(command)
+            }
+            (false, Some(_)) => return Err(ClientError::InvalidOptions("give either url or command, not both".into())),
+            (true, None) => return Err(ClientError::InvalidOptions("give the server's url or a stdio command".into())),
+        };
+        self.configure(builder)
+    }
+
+    /// A builder over `transport` (a binding's own, e.g. a host SDK's session) configured from
+    /// these options; `url`, `command` and the options of either transport are refused.
+    pub fn builder_with(self, transport: Arc<dyn Transport>) -> Result<ClientBuilder, ClientError> {
+        let names_a_transport = !self.url.is_empty()
+            || self.command.is_some()
+            || !self.headers.is_empty()
+            || !self.args.is_empty()
+            || !self.env.is_empty()
+            || self.cwd.is_some()
+            || self.stderr.is_some();
+        if names_a_transport {
+            return Err(ClientError::InvalidOptions(
+                "a client over a given transport takes no url, command or their options".into(),
+            ));
+        }
+        self.configure(Client::with_transport(transport))
+    }
+
+    /// Applies the options every transport shares.
+    fn configure(self, mut builder: ClientBuilder) -> Result<ClientBuilder, ClientError> {
         let defaults = ClientConfig::default();
         let driver = DriverConfig {
             default_poll_ms: self.default_poll_ms.unwrap_or(defaults.driver.default_poll_ms),
             min_poll_ms: self.min_poll_ms.unwrap_or(defaults.driver.min_poll_ms),
         };
-        let config = ClientConfig {
+        builder = builder.config(ClientConfig {
             driver,
             notifications: self.notifications.unwrap_or(defaults.notifications),
             max_input_rounds: self.max_input_rounds.unwrap_or(defaults.max_input_rounds),
-        };
-        let mut builder = Client::http(self.url).config(config);
+        });
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
         }
@@ -284,6 +359,7 @@ pub struct ClientBuilder {
     input: Option<Arc<dyn InputHandler>>,
     config: ClientConfig,
     http: Option<HttpTransport>,
+    stdio: Option<StdioTransport>,
 }
 
 impl ClientBuilder {
@@ -294,10 +370,12 @@ impl ClientBuilder {
         self
     }
 
-    /// Sets the `clientInfo` sent in every request's `_meta` (HTTP transport only).
+    /// Sets the `clientInfo` sent in every request's `_meta` (the built-in transports; a given
+    /// [`Transport`] sets its own).
     #[must_use]
     pub fn client_info(mut self, name: &str, version: &str) -> Self {
         self.http = self.http.map(|h| h.client_info(name, version));
+        self.stdio = self.stdio.map(|s| s.client_info(name, version));
         self
     }
 
@@ -357,17 +435,25 @@ impl ClientBuilder {
 
     /// Builds the client.
     pub fn build(self) -> Result<Client, ClientError> {
-        let transport = match (self.http, self.transport) {
-            (Some(http), _) => Arc::new(http) as Arc<dyn Transport>,
-            (None, Some(transport)) => transport,
-            (None, None) => return Err(ClientError::transport("no transport configured")),
+        let transport = match (self.http, self.stdio, self.transport) {
+            (Some(http), _, _) => Arc::new(http) as Arc<dyn Transport>,
+            (None, Some(stdio), _) => Arc::new(stdio) as Arc<dyn Transport>,
+            (None, None, Some(transport)) => transport,
+            (None, None, None) => return Err(ClientError::transport("no transport configured")),
         };
         let store = match self.store {
             Some(store) => store,
             None => default_store()?,
         };
         Ok(Client {
-            inner: Arc::new(Inner { transport, store, clock: self.clock, input: self.input, config: self.config }),
+            inner: Arc::new(Inner {
+                transport,
+                store,
+                clock: self.clock,
+                input: self.input,
+                config: self.config,
+                closed: tokio_util::sync::CancellationToken::new(),
+            }),
         })
     }
 }
@@ -526,6 +612,12 @@ impl Client {
         ClientBuilder { http: Some(HttpTransport::new(url)), ..Self::builder() }
     }
 
+    /// A client for a stdio server it starts with `command` (on the first call, and again after
+    /// the child died).
+    pub fn stdio(command: StdioCommand) -> ClientBuilder {
+        ClientBuilder { stdio: Some(StdioTransport::command(command)), ..Self::builder() }
+    }
+
     /// A client over any [`Transport`].
     pub fn with_transport(transport: Arc<dyn Transport>) -> ClientBuilder {
         ClientBuilder { transport: Some(transport), ..Self::builder() }
@@ -539,6 +631,7 @@ impl Client {
             input: None,
             config: ClientConfig::default(),
             http: None,
+            stdio: None,
         }
     }
 
@@ -547,9 +640,18 @@ impl Client {
         &self.inner.transport
     }
 
+    /// Stops following every task (their references stay for a later [`Client::resume_all`])
+    /// and closes the transport: a stdio server's child ends. Later calls fail with a transport
+    /// error. Closing twice does nothing more.
+    pub async fn close(&self) {
+        self.inner.closed.cancel();
+        self.inner.transport.close().await;
+    }
+
     /// Calls a tool. MRTR rounds are answered with the input handler and retried; a task result
     /// is persisted and followed in the background.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Execution, ClientError> {
+        self.inner.check_open()?;
         let mut params = json!({ "name": name, "arguments": arguments });
         for _ in 0..=self.inner.config.max_input_rounds {
             let result = self.inner.transport.request("tools/call", params.clone()).await?;
@@ -586,6 +688,7 @@ impl Client {
     /// Follows a task created by a `tools/call` this client did not send (e.g. one a host SDK
     /// sent and received the `CreateTaskResult` of): persists its reference and drives it.
     pub async fn follow(&self, task: Task, tool: &str, arguments: Value) -> Result<TaskExecution, ClientError> {
+        self.inner.check_open()?;
         let driver = TaskDriver::new(task, self.inner.clock.now_ms(), self.inner.config.driver);
         let reference = TaskReference {
             endpoint: self.inner.transport.endpoint().to_owned(),
@@ -603,6 +706,7 @@ impl Client {
     /// Re-attaches to every task of this endpoint whose outcome was not delivered yet (after a
     /// restart). Tasks that finished meanwhile resolve at once.
     pub async fn resume_all(&self) -> Result<Vec<TaskExecution>, ClientError> {
+        self.inner.check_open()?;
         let endpoint = self.inner.transport.endpoint().to_owned();
         let mut executions = Vec::new();
         for reference in self.inner.store.pending(&endpoint).await? {
@@ -708,6 +812,7 @@ async fn drive(
         }
         let wait = driver.poll_timeout().map_or(u64::MAX, |at| at.saturating_sub(inner.clock.now_ms()));
         tokio::select! {
+            () = inner.closed.cancelled() => return, // the reference stays for resume_all
             () = tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))) => {}
             update = async {
                 match notifications.as_mut() {

@@ -38,6 +38,10 @@ pub trait Transport: Send + Sync + 'static {
 
     /// A stable name of the server endpoint, keying persisted task references.
     fn endpoint(&self) -> &str;
+
+    /// Releases what the transport holds (a stdio child ends); later requests fail. The default
+    /// does nothing (an HTTP connection pool needs no closing).
+    async fn close(&self) {}
 }
 
 /// Builds the per-request `_meta` envelope declaring the tasks extension plus `capabilities`.
@@ -147,8 +151,9 @@ impl HttpTransport {
     }
 }
 
-/// Turns one JSON-RPC response message into the result or the error.
-pub(super) fn into_result(message: Value) -> Result<Value, ClientError> {
+/// Turns one JSON-RPC response message (`{"result": ...}` or `{"error": {...}}`) into the result
+/// or the error: the one reader of responses, for the built-in transports and bindings' own.
+pub fn response_result(message: Value) -> Result<Value, ClientError> {
     if let Some(error) = message.get("error") {
         let error: RpcError = serde_json::from_value(error.clone())
             .map_err(|e| ClientError::transport(format!("malformed JSON-RPC error: {e}")))?;
@@ -213,14 +218,14 @@ impl Transport for HttpTransport {
             while let Some(message) = messages.next().await {
                 let message = message?;
                 if message.get("id") == Some(&json!(id)) {
-                    return into_result(message);
+                    return response_result(message);
                 }
             }
             return Err(ClientError::transport("SSE response ended without an answer"));
         }
         let text = response.text().await.map_err(ClientError::transport_from)?;
         match serde_json::from_str::<Value>(&text) {
-            Ok(message) if message.is_object() => into_result(message),
+            Ok(message) if message.is_object() => response_result(message),
             _ => Err(ClientError::Http { status, body: text.chars().take(500).collect() }),
         }
     }
