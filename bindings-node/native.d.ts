@@ -54,7 +54,7 @@ export declare class NativeCall {
   takeTask(): NativeTaskExecution | null
 }
 
-/** The task client for one Streamable HTTP endpoint. */
+/** The task client for one server: a Streamable HTTP endpoint or a stdio command. */
 export declare class NativeClient {
   /**
    * Builds the client from core's `ClientOptions` (JSON, camelCase; absent fields take core's
@@ -64,6 +64,11 @@ export declare class NativeClient {
   constructor(optionsJson: string, inputHandler?: (requestJson: string) => Promise<string | null>)
   /** Calls a tool: an immediate result, or a task to follow. */
   callTool(name: string, argumentsJson: string): Promise<NativeCall>
+  /**
+   * Stops following every task (references stay for `resumeAll`) and closes the transport
+   * (a stdio server's child ends); later calls fail with `TransportError`.
+   */
+  close(): Promise<void>
   /** Re-attaches to every persisted task whose outcome was not delivered yet. */
   resumeAll(): Promise<Array<NativeTaskExecution>>
 }

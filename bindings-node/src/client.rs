@@ -35,7 +35,7 @@ impl InputHandler for JsInputHandler {
     }
 }
 
-/// The task client for one Streamable HTTP endpoint.
+/// The task client for one server: a Streamable HTTP endpoint or a stdio command.
 #[napi]
 pub struct NativeClient {
     inner: Client,
@@ -72,6 +72,13 @@ impl NativeClient {
                 Ok(NativeCall { payload: created, task: Some(NativeTaskExecution::new(task)) })
             }
         }
+    }
+
+    /// Stops following every task (references stay for `resumeAll`) and closes the transport
+    /// (a stdio server's child ends); later calls fail with `TransportError`.
+    #[napi]
+    pub async fn close(&self) {
+        self.inner.close().await;
     }
 
     /// Re-attaches to every persisted task whose outcome was not delivered yet.

@@ -1,14 +1,15 @@
 // TasksClient over real loopback HTTP against the Rust host, the Python server and the
-// TypeScript server.
+// TypeScript server, and over stdio against the Rust host and the Python server started as the
+// client's child.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { TasksClient, InvalidParamsError, McpTaskError, TaskCancelledError } from "../dist/index.js";
-import { nodeServer, rustHost, pythonServer } from "./servers.mjs";
+import { nodeServer, rustHost, pythonServer, rustStdio, pythonStdio } from "./servers.mjs";
 
 const text = (outcome) => {
   assert.equal(outcome.kind, "completed", JSON.stringify(outcome));
@@ -24,6 +25,8 @@ const servers = [
   ["Rust host", rustHost],
   ["Python server", pythonServer],
   ["TypeScript server", () => nodeServer()],
+  ["Rust host over stdio", async () => rustStdio()],
+  ["Python server over stdio", async () => pythonStdio()],
 ];
 
 for (const [name, startServer] of servers) {
@@ -34,7 +37,7 @@ for (const [name, startServer] of servers) {
     });
     after(() => server?.stop());
 
-    const client = (options = {}) => new TasksClient({ url: server.url, store: "memory://", ...options });
+    const client = (options = {}) => new TasksClient({ ...server.target, store: "memory://", ...options });
 
     test("polls a task to its result", async (t) => {
       if (!server) return t.skip("no Python with mcp-tasks installed");
@@ -135,7 +138,7 @@ for (const [name, startServer] of servers) {
     test("server errors carry their JSON-RPC code", async (t) => {
       if (!server) return t.skip("no Python with mcp-tasks installed");
       const c = client();
-      if (name !== "Python server") {
+      if (!name.startsWith("Python server")) {
         await assert.rejects(c.callTool("no_such_tool", {}), (error) => {
           assert.ok(error instanceof InvalidParamsError, String(error));
           assert.equal(error.code, -32602);
@@ -150,13 +153,19 @@ for (const [name, startServer] of servers) {
 
     test("resumes a task after the client process is killed", async (t) => {
       if (!server) return t.skip("no Python with mcp-tasks installed");
-      const store = `sqlite:///${join(mkdtempSync(join(tmpdir(), "mcp-tasks-node-")), "client.db")}`;
+      const dir = mkdtempSync(join(tmpdir(), "mcp-tasks-node-"));
+      const store = `sqlite:///${join(dir, "client.db")}`;
+      // Over stdio the server is the client's child and dies with it: it runs on a SQLite file, so
+      // its next start reports the task it left unfinished as failed.
+      const target = server.stdio
+        ? (name.startsWith("Python") ? pythonStdio : rustStdio)(`sqlite://${join(dir, "server.db")}`).target
+        : server.target;
       const child = spawn(process.execPath, [
         "--input-type=module",
         "-e",
         `import { TasksClient } from ${JSON.stringify(new URL("../dist/index.js", import.meta.url).href)};
-         const client = new TasksClient({ url: ${JSON.stringify(server.url)}, store: ${JSON.stringify(store)} });
-         const execution = await client.callTool("slow_compute", { seconds: 1.5, label: "resumed" });
+         const client = new TasksClient({ ...${JSON.stringify(target)}, store: ${JSON.stringify(store)} });
+         const execution = await client.callTool("slow_compute", { seconds: ${server.stdio ? 60 : 1.5}, label: "resumed" });
          console.log(execution.task.taskId);
          await new Promise(() => {});`,
       ], { stdio: ["ignore", "pipe", "inherit"] });
@@ -164,11 +173,55 @@ for (const [name, startServer] of servers) {
       child.kill("SIGKILL");
       await new Promise((resolve) => child.once("exit", resolve));
 
-      const again = new TasksClient({ url: server.url, store });
+      const again = new TasksClient({ ...target, store });
       const resumed = await again.resumeAll();
       assert.deepEqual(resumed.map((task) => task.taskId), [taskId]);
-      assert.equal(text(await resumed[0].result()), "Computed resumed in 1.5s");
+      const outcome = await resumed[0].result();
+      if (server.stdio) {
+        assert.equal(outcome.kind, "failed", JSON.stringify(outcome));
+        assert.match(outcome.error.message, /stopped|restart/);
+      } else {
+        assert.equal(text(outcome), "Computed resumed in 1.5s");
+      }
       assert.deepEqual(await again.resumeAll(), []); // delivered once
+      await again.close();
+    });
+
+    test("close ends the client; later calls fail", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      const c = client();
+      assert.equal((await c.callTool("greet", { name: "Ada" })).callToolResult.content[0].text, "Hello, Ada!");
+      await c.close();
+      await assert.rejects(c.callTool("greet", { name: "Ada" }), (error) => {
+        assert.equal(error.name, "TransportError", String(error));
+        assert.match(error.message, /closed/);
+        return true;
+      });
     });
   });
 }
+
+describe("stdio options", () => {
+  test("env and cwd reach the child, and bad combinations are refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-tasks-node-"));
+    const script = `read line; printf '{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"%s %s"}]}}\\n' "$GREETING" "$(pwd)"; cat >/dev/null`;
+    const c = new TasksClient({ command: "sh", args: ["-c", script], env: { GREETING: "hi" }, cwd: dir, store: "memory://" });
+    const answer = await c.callTool("greet", {});
+    assert.equal(answer.callToolResult.content[0].text, `hi ${realpathSync(dir)}`);
+    await c.close();
+    await assert.rejects(new TasksClient({ url: "http://127.0.0.1:1/mcp", command: "x" }).callTool("a", {}), (error) => {
+      assert.ok(error instanceof InvalidParamsError, String(error));
+      assert.match(error.message, /not both/);
+      return true;
+    });
+    assert.throws(() => new TasksClient({}), TypeError);
+  });
+
+  test("a server that writes junk or dies is a clear error", async () => {
+    const junk = new TasksClient({ command: "sh", args: ["-c", "read line; echo 'hello, not json'; sleep 5"], store: "memory://" });
+    await assert.rejects(junk.callTool("greet", {}), /not JSON-RPC: hello, not json/);
+    await junk.close();
+    const dying = new TasksClient({ command: "sh", args: ["-c", "echo 'bad config' >&2; exit 3"], stderr: "capture", store: "memory://" });
+    await assert.rejects(dying.callTool("greet", {}), /exit status: 3.*bad config/);
+  });
+});

@@ -72,6 +72,33 @@ test("the TypeScript server example serves the Rust, Python and Node client exam
   await runClients(serve.url, "ts-server");
 });
 
+test("the stdio client examples start the serve example as their child", async (t) => {
+  for (const name of ["serve", "stdio_client"]) {
+    assert.ok(existsSync(join(examples, name)), `no ${name} example binary: run cargo build -p mcp-tasks --examples first`);
+  }
+  if (!existsSync(python)) return t.skip("no Python with mcp-tasks installed");
+  const server = [join(examples, "serve"), "--stdio"];
+  // Each client's child opens tasks.db in the client's directory: one directory each.
+  const dir = (name) => mkdtempSync(join(scratch, `stdio-${name}-`));
+  const env = (store) => ({ ...process.env, MCP_TASKS_CLIENT_DB: join(scratch, `stdio-${store}`) });
+  const [rust, py, node] = await Promise.all([
+    run(join(examples, "stdio_client"), server, { cwd: dir("rust"), env: env("rust.db") }),
+    run(python, [join(ROOT, "bindings-python", "examples", "stdio_client.py"), ...server], { cwd: dir("python"), env: env("python.db") }),
+    // The Node example runs in bindings-node (to import the package by name): its child moves to
+    // a scratch directory first.
+    run(process.execPath, ["--experimental-strip-types", "--no-warnings", join(ROOT, "bindings-node", "examples", "stdio.ts"),
+      "sh", "-c", `cd '${dir("node")}' && exec '${server[0]}' --stdio`], {
+      cwd: join(ROOT, "bindings-node"),
+      env: env("node.db"),
+    }),
+  ]);
+  for (const [name, result] of [["Rust", rust], ["Python", py], ["Node", node]]) {
+    assert.equal(result.code, 0, `${name} stdio client example failed:\n${result.out}`);
+    assert.match(result.out, /report for \\?"Q3\\?"/, `${name} stdio client example printed no report:\n${result.out}`);
+    assert.match(result.out, /working/, `${name} stdio client example saw no state:\n${result.out}`);
+  }
+});
+
 /** The three client examples at once against `url`, each with its own reference store. */
 async function runClients(url, prefix) {
   const env = (store) => ({ ...process.env, MCP_TOKEN: "example-token", MCP_TASKS_CLIENT_DB: join(scratch, `${prefix}-${store}`) });

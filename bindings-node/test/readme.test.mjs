@@ -1,5 +1,5 @@
-// The README's Node examples are examples/quickstart.ts and examples/server.ts, which dev-env
-// type-checks.
+// The README's examples are files that run: each block below must appear in README.md verbatim,
+// fenced, as the file is (dev-env type-checks the TypeScript ones; examples.test.mjs runs them).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -7,18 +7,17 @@ import { join } from "node:path";
 
 import { ROOT } from "./servers.mjs";
 
-test("the README's Node example is examples/quickstart.ts", () => {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const example = readFileSync(join(ROOT, "bindings-node", "examples", "quickstart.ts"), "utf8");
-  const block = /```ts\n(import \{ TasksClient \} from "mcp-tasks";[\s\S]*?)```/.exec(readme);
-  assert.ok(block, "README has the Node example");
-  assert.equal(block[1], example);
-});
+const readme = readFileSync(join(ROOT, "README.md"), "utf8");
 
-test("the README's TypeScript server example is examples/server.ts", () => {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const example = readFileSync(join(ROOT, "bindings-node", "examples", "server.ts"), "utf8");
-  const block = /```ts\n(import http from "node:http";[\s\S]*?)```/.exec(readme);
-  assert.ok(block, "README has the TypeScript server example");
-  assert.equal(block[1], example);
-});
+for (const [path, fence] of [
+  ["bindings-node/examples/quickstart.ts", "ts"],
+  ["bindings-node/examples/server.ts", "ts"],
+  ["bindings-node/examples/stdio.ts", "ts"],
+  ["core/examples/stdio_client.rs", "rust"],
+  ["bindings-python/examples/stdio_client.py", "python"],
+]) {
+  test(`the README shows ${path} as it is`, () => {
+    const example = readFileSync(join(ROOT, path), "utf8");
+    assert.ok(readme.includes("```" + fence + "\n" + example + "```"), `README.md lacks ${path} verbatim`);
+  });
+}

@@ -45,7 +45,7 @@ async function start(command, args) {
     if (open) break;
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { url, stop: () => child.kill("SIGKILL") };
+  return { url, target: { url }, stop: () => child.kill("SIGKILL") };
 }
 
 /** The Rust fixture host (path from $MCP_TASKS_FIXTURE_SERVER, else target/debug). */
@@ -65,4 +65,21 @@ export async function pythonServer() {
 export async function nodeServer(store = "memory://", port = undefined) {
   const script = join(ROOT, "bindings-node", "test", "fixture-server.mjs");
   return start(process.execPath, [script, String(port ?? (await freePort())), store]);
+}
+
+/**
+ * The Rust fixture host over stdio, as a client starts it: no process yet (the client spawns it
+ * on its first call), `target` is the `command` and `args` for `TasksClient`, on `store`.
+ */
+export function rustStdio(store = "memory://") {
+  const binary = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
+  return { stdio: true, target: { command: binary, args: ["--stdio", "--store", store] }, stop: () => {} };
+}
+
+/** The Python server over stdio (like `rustStdio`), or null without a Python ($MCP_TASKS_PYTHON). */
+export function pythonStdio(store = "memory://") {
+  const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");
+  if (!existsSync(python)) return null;
+  const script = join(ROOT, "tests", "conformance", "python_server.py");
+  return { stdio: true, target: { command: python, args: [script, "--stdio", store] }, stop: () => {} };
 }

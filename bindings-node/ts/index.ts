@@ -108,8 +108,22 @@ export type InputHandler = (request: InputRequest) => unknown | Promise<unknown>
 
 /** Options of `TasksClient`: core's `ClientOptions`; absent ones take core's defaults. */
 export interface TasksClientOptions {
-  /** The server's Streamable HTTP endpoint. */
-  url: string;
+  /** The server's Streamable HTTP endpoint (give this or `command`). */
+  url?: string;
+  /**
+   * The program of a stdio server the client starts as its child (give this or `url`). It starts
+   * on the first call, again on the next call after it died (its listens are re-sent), and ends
+   * on `close()`: stdin closed, then SIGTERM, then SIGKILL.
+   */
+  command?: string;
+  /** The stdio server's arguments. */
+  args?: string[];
+  /** Environment variables set for the stdio server (added to the inherited ones). */
+  env?: Record<string, string>;
+  /** The stdio server's working directory (default this process's). */
+  cwd?: string;
+  /** The stdio server's stderr: `inherit` (default), `capture` (quoted when it exits) or `discard`. */
+  stderr?: "inherit" | "capture" | "discard";
   /**
    * Where task references are kept: `sqlite:///path/to/file.db`, `memory://` (lost on exit), or
    * absent for the default file (`$MCP_TASKS_CLIENT_DB`, else `$XDG_DATA_HOME/mcp-tasks/client.db`,
@@ -240,8 +254,8 @@ export class TasksClient {
   #handler: InputHandler | undefined;
 
   constructor(options: TasksClientOptions) {
-    if (!options || typeof options.url !== "string") {
-      throw new TypeError("TasksClient needs { url }");
+    if (!options || (typeof options.url !== "string" && typeof options.command !== "string")) {
+      throw new TypeError("TasksClient needs { url } or { command, args?, env?, cwd? }");
     }
     this.#options = { ...options };
   }
@@ -258,7 +272,8 @@ export class TasksClient {
       this.#native = mappedSync(
         () =>
           new native.NativeClient(
-            // Core's ClientOptions as they are, headers as ordered pairs.
+            // Core's ClientOptions as they are (core checks how they combine), headers as
+            // ordered pairs.
             JSON.stringify({ ...o, headers: Object.entries(o.headers ?? {}) }),
             (requestJson) => this.#answer(requestJson),
           ),
@@ -336,6 +351,14 @@ export class TasksClient {
     const client = this.#client();
     const tasks = await mapped(() => client.resumeAll());
     return tasks.map((t) => new TaskExecution(t));
+  }
+
+  /**
+   * Stops following every task (their references stay for `resumeAll`) and closes the
+   * transport: a stdio server's child ends. Later calls reject with `TransportError`.
+   */
+  async close(): Promise<void> {
+    await this.#client().close();
   }
 }
 

@@ -1,6 +1,8 @@
 //! A minimal tasks server: one slow tool, SQLite store, tasks bound to the caller's bearer token.
 //! `cargo run -p mcp-tasks --example serve [ADDR]` (default 127.0.0.1:8080), then run a client
-//! example (Rust, Python or Node) against it with the same `MCP_TOKEN`.
+//! example (Rust, Python or Node) against it with the same `MCP_TOKEN`. `serve --stdio` serves
+//! the same tool over stdin and stdout instead, for a client that starts it as its child (the
+//! `stdio_client` examples).
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use mcp_tasks::store::SqliteStore;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:8080".into());
+    let arg = std::env::args().nth(1);
     let engine = Engine::builder(Arc::new(SqliteStore::open("tasks.db")?)).build().await?;
     engine.spawn_sweeper();
     let report = handler_fn(|call, ctx| async move {
@@ -31,6 +33,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (!token.is_empty()).then(|| mcp_tasks::host::authorization_principal(req))?
         })
         .build();
+    if arg.as_deref() == Some("--stdio") {
+        // stdout carries the protocol only; the caller is the process that started us.
+        host.serve_stdio(tokio::io::stdin(), tokio::io::stdout()).await?;
+        return Ok(());
+    }
+    let addr = arg.unwrap_or_else(|| "127.0.0.1:8080".into());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!("listening on http://{}/mcp", listener.local_addr()?);
     mcp_tasks::host::serve(listener, host.router("/mcp"), std::future::pending()).await?;

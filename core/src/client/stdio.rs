@@ -147,6 +147,7 @@ impl StdioCommand {
         let tail = child.stderr.take().map(|mut stderr| {
             let tail = Arc::new(parking_lot::Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
             let keep = Arc::clone(&tail);
+            let (ended, drained) = tokio::sync::watch::channel(false);
             tokio::spawn(async move {
                 let mut chunk = [0u8; 1024];
                 while let Ok(n) = stderr.read(&mut chunk).await {
@@ -158,15 +159,19 @@ impl StdioCommand {
                     let excess = tail.len().saturating_sub(STDERR_TAIL);
                     tail.drain(..excess);
                 }
+                let _ = ended.send(true);
             });
-            tail
+            StderrTail { bytes: tail, drained }
         });
         Ok((child, tail))
     }
 }
 
-/// The last bytes of a captured stderr.
-type StderrTail = Arc<parking_lot::Mutex<VecDeque<u8>>>;
+/// The last bytes of a captured stderr, and whether it reached its end.
+struct StderrTail {
+    bytes: Arc<parking_lot::Mutex<VecDeque<u8>>>,
+    drained: tokio::sync::watch::Receiver<bool>,
+}
 
 /// A listen, from its request until its stream ends.
 struct Listen {
@@ -448,7 +453,10 @@ impl Conn {
             None => "the server closed its output".to_owned(),
         };
         if let Some(tail) = &self.stderr_tail {
-            let bytes: Vec<u8> = tail.lock().iter().copied().collect();
+            // The child's last words may still be in the pipe when its stdout closes.
+            let mut drained = tail.drained.clone();
+            let _ = tokio::time::timeout(EXIT_STATUS_WAIT, drained.wait_for(|ended| *ended)).await;
+            let bytes: Vec<u8> = tail.bytes.lock().iter().copied().collect();
             let text = String::from_utf8_lossy(&bytes).trim().to_owned();
             if !text.is_empty() {
                 reason.push_str("; its stderr ended with: ");
