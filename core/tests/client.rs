@@ -446,4 +446,24 @@ async fn a_panicking_tool_is_a_server_fault_not_a_dropped_connection() {
     }
     // The same server still answers.
     assert!(matches!(client.call_tool("echo", json!({})).await.unwrap(), Execution::Immediate(_)));
+    // A synchronous tool's own error goes out with HTTP 200, as mcp and @modelcontextprotocol/server
+    // send every handler error (tests/hostile/requests.json has the same case for all three
+    // servers); 500 is for faults of the server itself (a store failure), README "Errors".
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "panics_sync", "arguments": {}, "_meta": meta}});
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "panics_sync")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
 }

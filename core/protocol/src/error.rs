@@ -147,7 +147,7 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
         kind: ErrorKind::Internal,
         code: -32603,
         http_status: 500,
-        when: "store failure or other server fault; also inside a `failed` task when its work errs",
+        when: "store failure or other fault of the server itself; also inside a `failed` task when its work errs (a synchronous tool's own error goes out with HTTP 200, as the SDKs send every handler error)",
     },
 ];
 
