@@ -11,7 +11,7 @@ import { McpServer, ProtocolError, inputRequired } from "@modelcontextprotocol/s
 import * as z from "zod";
 
 import { TasksServer, currentTask } from "../dist/server.js";
-import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
+import { EXTENSION_ID, PROTOCOL_VERSION, QuotaExceededError, TasksClient } from "../dist/index.js";
 import { nodeServer, freePort } from "./servers.mjs";
 
 /** A JSON-RPC client speaking the stateless 2026-07-28 wire with or without the extension. */
@@ -330,4 +330,34 @@ describe("TypeScript workers sharing a PostgreSQL store", () => {
       }
     }
   });
+});
+
+test("a cap on live tasks answers the call beyond it with -32010", async () => {
+  const tasks = await TasksServer.open({ store: "memory://", tools: { nap: "required" }, maxLiveTasksPerPrincipal: 1 });
+  const handler = tasks.handler(() => {
+    const server = new McpServer({ name: "quota", version: "1.0.0" });
+    server.registerTool("nap", { description: "Sleeps." }, async () => {
+      await new Promise((r) => setTimeout(r, 300));
+      return { content: [{ type: "text", text: "rested" }] };
+    });
+    return server;
+  });
+  const listening = http.createServer(handler.node);
+  await new Promise((r) => listening.listen(0, "127.0.0.1", r));
+  try {
+    const client = new TasksClient({ url: `http://127.0.0.1:${listening.address().port}/mcp`, store: "memory://" });
+    const first = await client.callTool("nap", {});
+    await assert.rejects(client.callTool("nap", {}), (error) => {
+      assert.ok(error instanceof QuotaExceededError, String(error));
+      assert.equal(error.code, -32010);
+      assert.deepEqual(error.data, { reason: "principal_quota", limit: 1 });
+      return true;
+    });
+    assert.equal((await first.value()).content[0].text, "rested");
+    assert.equal((await (await client.callTool("nap", {})).value()).content[0].text, "rested");
+    await client.close();
+  } finally {
+    listening.close();
+    await tasks.close();
+  }
 });

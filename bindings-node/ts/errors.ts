@@ -63,6 +63,10 @@ export class UnsupportedVersionError extends McpTaskError {
 export class InternalError extends McpTaskError {
   static override readonly CODE: number | null = -32603;
 }
+/** -32010: the server's cap on live tasks, the caller's or in total, is reached (data.reason, data.limit). */
+export class QuotaExceededError extends McpTaskError {
+  static override readonly CODE: number | null = -32010;
+}
 /** The request could not be sent or its answer not read (the cause chain says why). */
 export class TransportError extends InternalError {
   static override readonly CODE: number | null = -32603;
@@ -91,6 +95,7 @@ export const ERROR_CLASSES: Readonly<Record<string, ErrorClass>> = {
   MissingCapabilityError,
   UnsupportedVersionError,
   InternalError,
+  QuotaExceededError,
   TransportError,
   TaskCancelledError,
   TaskGoneError,

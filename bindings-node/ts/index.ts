@@ -22,6 +22,7 @@ export {
   MethodNotFoundError,
   MissingCapabilityError,
   ParseError,
+  QuotaExceededError,
   RequestTooLargeError,
   TaskCancelledError,
   TaskExpiredError,

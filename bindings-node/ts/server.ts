@@ -98,6 +98,14 @@ export interface TasksServerOptions {
   defaultPollIntervalMs?: number;
   /** How long an expired task stays readable before it is purged. */
   purgeGraceMs?: number;
+  /**
+   * The most live (`working` or `input_required`) tasks one caller may have: a call that would
+   * create one more is answered -32010 (`QuotaExceededError`, `data.reason` `principal_quota`).
+   * No cap by default; on PostgreSQL it counts every worker's tasks.
+   */
+  maxLiveTasksPerPrincipal?: number;
+  /** The most live tasks of all callers together (`data.reason` `server_quota`); no cap by default. */
+  maxLiveTasks?: number;
   /** The largest request body read (bytes); a larger one is answered 413 before parsing. */
   maxBodyBytes?: number;
   /** The key sealing MRTR `requestState`: random per process by default; give every process

@@ -121,9 +121,10 @@ impl PyEngine {
     /// `unlimited_ttl=True` makes tasks live until they finish. `clock_start_ms` gives the engine
     /// a manual clock (moved by `advance_clock`, no background sweeper: call `sweep`) and
     /// `id_prefix` sequential ids `{prefix}-1`, `{prefix}-2`, …: both exist so tests and the
-    /// shared vectors get predictable bytes.
+    /// shared vectors get predictable bytes. `max_live_tasks_per_principal` and `max_live_tasks`
+    /// cap the live tasks (core's `EngineConfig`; a create beyond raises `QuotaExceededError`).
     #[new]
-    #[pyo3(signature = (store, default_ttl_ms = None, default_poll_interval_ms = None, purge_grace_ms = None, *, unlimited_ttl = false, clock_start_ms = None, id_prefix = None))]
+    #[pyo3(signature = (store, default_ttl_ms = None, default_poll_interval_ms = None, purge_grace_ms = None, *, unlimited_ttl = false, clock_start_ms = None, id_prefix = None, max_live_tasks_per_principal = None, max_live_tasks = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn new(
         py: Python<'_>,
@@ -134,12 +135,16 @@ impl PyEngine {
         unlimited_ttl: bool,
         clock_start_ms: Option<u64>,
         id_prefix: Option<String>,
+        max_live_tasks_per_principal: Option<u64>,
+        max_live_tasks: Option<u64>,
     ) -> PyResult<Self> {
         let defaults = EngineConfig::default();
         let config = EngineConfig {
             default_ttl_ms: if unlimited_ttl { None } else { default_ttl_ms.or(defaults.default_ttl_ms) },
             default_poll_interval_ms: default_poll_interval_ms.unwrap_or(defaults.default_poll_interval_ms),
             purge_grace_ms: purge_grace_ms.unwrap_or(defaults.purge_grace_ms),
+            max_live_tasks_per_principal,
+            max_live_tasks,
             ..defaults
         };
         let runtime = pyo3_async_runtimes::tokio::get_runtime();

@@ -63,3 +63,10 @@ def test_options_functions_and_error_cases() -> None:
             assert re.search(rf"public func {camel(name)}\(", GENERATED), name
     cases = re.findall(r"^\s*case (\w+)\(detail: ErrorDetail", GENERATED, re.M)
     assert cases == MANIFEST["error_classes"]
+
+
+def test_the_swift_layer_switches_over_every_error_case() -> None:
+    """`TasksError.detail` switches over every case: a case missing there would not compile."""
+    switch = LAYER[LAYER.index("public var detail: ErrorDetail") :]
+    switch = switch[: switch.index("return d")]
+    assert [c for c in MANIFEST["error_classes"] if f".{c}(let d)" not in switch] == []

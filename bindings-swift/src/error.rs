@@ -68,6 +68,7 @@ error_classes!(
     MissingCapabilityError,
     UnsupportedVersionError,
     InternalError,
+    QuotaExceededError,
     TransportError,
     TaskCancelledError,
     TaskGoneError,

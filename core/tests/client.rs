@@ -467,3 +467,25 @@ async fn a_panicking_tool_is_a_server_fault_not_a_dropped_connection() {
     let answer: serde_json::Value = response.json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
 }
+
+/// A host whose engine caps live tasks answers the call beyond the cap with -32010
+/// (`QuotaExceededError` in every binding) and HTTP 200, and serves again once a task finished.
+#[tokio::test]
+async fn the_call_beyond_a_live_task_cap_is_a_quota_error() {
+    let config = EngineConfig { max_live_tasks: Some(1), ..EngineConfig::default() };
+    let engine = Engine::builder(Arc::new(MemoryStore::new())).config(config).build().await.unwrap();
+    let host =
+        Host::builder(engine).tool(Tool::new("slow", slow()).mode(TaskMode::Optional).poll_interval_ms(50)).build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(mcp_tasks::host::serve(listener, host.router("/mcp"), std::future::pending()));
+    let client = Client::http(&url).memory_store().build().unwrap();
+    let first = task(client.call_tool("slow", json!({"ms": 300})).await.unwrap());
+    let error = client.call_tool("slow", json!({"ms": 10})).await.unwrap_err();
+    assert_eq!(error.class(), "QuotaExceededError", "{error}");
+    let ClientError::Rpc(rpc) = &error else { panic!("{error:?}") };
+    assert_eq!(rpc.code, -32010);
+    assert_eq!(rpc.data, Some(json!({"reason": "server_quota", "limit": 1})));
+    first.result().await.unwrap();
+    assert!(matches!(client.call_tool("slow", json!({"ms": 10})).await.unwrap(), Execution::Task(_)));
+}

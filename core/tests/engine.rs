@@ -523,3 +523,75 @@ async fn a_pause_in_writes_empties_the_wal() {
         assert!(store.get("task-199").await.unwrap().is_some());
     }
 }
+
+fn quota_error(result: Result<impl std::fmt::Debug, EngineError>) -> Value {
+    let error = result.expect_err("over the cap").to_protocol();
+    assert_eq!(error.code(), -32010, "{error:?}");
+    assert_eq!(error.http_status(), 200, "as the SDKs send codes the spec gives no status");
+    assert_eq!(error.class(), "QuotaExceededError");
+    error.to_rpc().data.expect("data says which cap")
+}
+
+/// Caps on live tasks (issue 14, item 8): a principal's cap and the server-wide one refuse the
+/// create beyond them with -32010 and `data.reason`, other principals are not affected by
+/// someone else's cap, a finished (completed, failed, cancelled or expired) task frees its
+/// place, and concurrent creates cannot pass a cap.
+#[tokio::test]
+async fn caps_on_live_tasks_refuse_the_create_beyond_them() {
+    for sqlite in [false, true] {
+        let config = EngineConfig {
+            max_live_tasks_per_principal: Some(2),
+            max_live_tasks: Some(3),
+            default_ttl_ms: Some(10_000),
+            ..EngineConfig::default()
+        };
+        let rig = rig(sqlite, config).await;
+        let engine = &rig.engine;
+        let (a1, ctx_a1) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+        let (_a2, ctx_a2) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+        let data = quota_error(engine.create_task("alice", "job", TaskOptions::default()).await);
+        assert_eq!(data, json!({"reason": "principal_quota", "limit": 2}));
+        let (b1, _ctx_b1) = engine.create_task("bob", "job", TaskOptions::default()).await.unwrap();
+        let data = quota_error(engine.create_task("carol", "job", TaskOptions::default()).await);
+        assert_eq!(data, json!({"reason": "server_quota", "limit": 3}));
+        // Finishing frees a place, whichever way the task ends.
+        assert!(ctx_a1.complete(json!({"content": []})).await.unwrap());
+        let (_c1, _ctx_c1) = engine.create_task("carol", "job", TaskOptions::default()).await.unwrap();
+        quota_error(engine.create_task("carol", "job", TaskOptions::default()).await);
+        engine.cancel("bob", &b1.task.task_id).await.unwrap();
+        assert!(ctx_a2.fail(RpcError::internal("boom")).await.unwrap());
+        let (_a3, _ctx_a3) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+        let (_a4, _ctx_a4) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+        quota_error(engine.create_task("alice", "job", TaskOptions::default()).await);
+        // Expiry frees places too (c1, a3, a4 all expire).
+        rig.clock.advance(10_001);
+        assert_eq!(engine.sweep().await.unwrap().expired, 3);
+        let creates: Vec<_> = (0..3).map(|_| engine.create_task("dave", "job", TaskOptions::default())).collect();
+        let results = futures::future::join_all(creates).await;
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 2, "two of three concurrent creates fit");
+        let _ = a1;
+    }
+}
+
+/// On a store only one process writes, the caps count after a restart as before it: the tasks
+/// the dead process left are failed at start, so they hold no place.
+#[tokio::test]
+async fn caps_count_right_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let config = EngineConfig { max_live_tasks_per_principal: Some(1), ..EngineConfig::default() };
+    {
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let clock = Arc::new(ManualClock::new(START));
+        let engine = common::test_engine(store.clone(), clock, "a", config.clone()).await;
+        let (_t, ctx) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+        quota_error(engine.create_task("alice", "job", TaskOptions::default()).await);
+        std::mem::forget(ctx); // the process dies with its task running
+        store.close();
+    }
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let clock = Arc::new(ManualClock::new(START));
+    let engine = common::test_engine(store, clock, "b", config).await;
+    let (_t, _ctx) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+    quota_error(engine.create_task("alice", "job", TaskOptions::default()).await);
+}

@@ -217,3 +217,42 @@ async fn workers_sweeping_together_expire_each_task_once() {
         assert_eq!(task.task.status, TaskStatus::Failed);
     }
 }
+
+/// Caps on live tasks count every worker's tasks (issue 14, item 8): concurrent creates for one
+/// principal on two workers never pass its cap, the server-wide cap holds across workers, a
+/// finished task frees its place for any worker, and a worker that joins later counts the live
+/// tasks already in the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+async fn caps_on_live_tasks_hold_across_workers() {
+    let url = common::pg_database().await;
+    let config =
+        EngineConfig { max_live_tasks_per_principal: Some(3), max_live_tasks: Some(5), ..EngineConfig::default() };
+    let (one, two) = (worker(&url, config.clone()).await, worker(&url, config.clone()).await);
+    let creates: Vec<_> = (0..10)
+        .map(|i| {
+            let engine = if i % 2 == 0 { one.clone() } else { two.clone() };
+            async move { engine.create_task("alice", "job", TaskOptions::default()).await }
+        })
+        .collect();
+    let results = futures::future::join_all(creates).await;
+    let (made, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+    assert_eq!(made.len(), 3, "alice's cap holds across workers");
+    for error in refused {
+        let error = error.unwrap_err().to_protocol();
+        assert_eq!(error.code(), -32010);
+        assert_eq!(error.to_rpc().data.unwrap()["reason"], "principal_quota");
+    }
+    let (_b1, _c1) = two.create_task("bob", "job", TaskOptions::default()).await.unwrap();
+    let (_b2, _c2) = one.create_task("bob", "job", TaskOptions::default()).await.unwrap();
+    let error = two.create_task("carol", "job", TaskOptions::default()).await.unwrap_err().to_protocol();
+    assert_eq!(error.to_rpc().data.unwrap(), json!({"reason": "server_quota", "limit": 5}));
+    // A worker that joins later counts what is live in the database.
+    let three = worker(&url, config).await;
+    assert!(three.create_task("carol", "job", TaskOptions::default()).await.is_err());
+    // Finishing on one worker frees the place for another.
+    let mut made = made.into_iter().map(Result::unwrap);
+    let (_, ctx) = made.next().unwrap();
+    assert!(ctx.complete(text("done")).await.unwrap());
+    let (_c, _ctx) = three.create_task("carol", "job", TaskOptions::default()).await.unwrap();
+}

@@ -96,6 +96,12 @@ class InternalError(McpTaskError, RuntimeError):
     CODE = -32603
 
 
+class QuotaExceededError(McpTaskError):
+    """-32010: the server's cap on live tasks, the caller's or in total, is reached (data.reason, data.limit)."""
+
+    CODE = -32010
+
+
 class TransportError(InternalError, ConnectionError):
     """The request could not be sent or its answer not read (the cause chain says why)."""
 
@@ -125,6 +131,7 @@ __all__ = [
     "MethodNotFoundError",
     "MissingCapabilityError",
     "ParseError",
+    "QuotaExceededError",
     "RequestTooLargeError",
     "TaskCancelledError",
     "TaskExpiredError",

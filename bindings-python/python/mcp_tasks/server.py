@@ -157,7 +157,10 @@ class TasksExtension(Extension):
     ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other tools use
     ``default_mode``. ``principal`` derives the caller a task is bound to. ``engine``
     replaces the store and default settings with an engine built by the caller (tests build one
-    with a manual clock and sequential ids).
+    with a manual clock and sequential ids). ``max_live_tasks_per_principal`` and
+    ``max_live_tasks`` cap the live (``working`` or ``input_required``) tasks, per caller and in
+    total: a call that would create one more is answered -32010 with ``data.reason``
+    ``principal_quota`` or ``server_quota`` and ``data.limit``.
     """
 
     identifier = "io.modelcontextprotocol/tasks"
@@ -172,12 +175,16 @@ class TasksExtension(Extension):
         default_poll_interval_ms: int | None = None,
         principal: PrincipalFn = default_principal,
         engine: _native.Engine | None = None,
+        max_live_tasks_per_principal: int | None = None,
+        max_live_tasks: int | None = None,
     ) -> None:
         self._engine = engine or _native.Engine(
             store,
             default_ttl_ms=None if default_ttl_ms in ("default", None) else default_ttl_ms,  # type: ignore[arg-type]
             unlimited_ttl=default_ttl_ms is None,
             default_poll_interval_ms=default_poll_interval_ms,
+            max_live_tasks_per_principal=max_live_tasks_per_principal,
+            max_live_tasks=max_live_tasks,
         )
         # Every protocol decision (envelope, headers, mode, routing, errors, listen frames) is the
         # core dispatcher's; this class adapts it to mcp.

@@ -149,8 +149,8 @@ extension TasksError {
         case .McpTaskError(let d), .ParseError(let d), .InvalidRequestError(let d), .RequestTooLargeError(let d),
              .MethodNotFoundError(let d), .InvalidParamsError(let d), .TaskNotFoundError(let d),
              .HeaderMismatchError(let d), .MissingCapabilityError(let d), .UnsupportedVersionError(let d),
-             .InternalError(let d), .TransportError(let d), .TaskCancelledError(let d), .TaskGoneError(let d),
-             .TaskExpiredError(let d):
+             .InternalError(let d), .QuotaExceededError(let d), .TransportError(let d), .TaskCancelledError(let d),
+             .TaskGoneError(let d), .TaskExpiredError(let d):
             return d
         }
     }

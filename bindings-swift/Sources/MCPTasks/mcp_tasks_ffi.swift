@@ -3378,6 +3378,8 @@ enum TasksError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
     )
     case InternalError(detail: ErrorDetail
     )
+    case QuotaExceededError(detail: ErrorDetail
+    )
     case TransportError(detail: ErrorDetail
     )
     case TaskCancelledError(detail: ErrorDetail
@@ -3448,16 +3450,19 @@ public struct FfiConverterTypeTasksError: FfiConverterRustBuffer {
         case 11: return .InternalError(
             detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
-        case 12: return .TransportError(
+        case 12: return .QuotaExceededError(
             detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
-        case 13: return .TaskCancelledError(
+        case 13: return .TransportError(
             detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
-        case 14: return .TaskGoneError(
+        case 14: return .TaskCancelledError(
             detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
-        case 15: return .TaskExpiredError(
+        case 15: return .TaskGoneError(
+            detail: try FfiConverterTypeErrorDetail.read(from: &buf)
+            )
+        case 16: return .TaskExpiredError(
             detail: try FfiConverterTypeErrorDetail.read(from: &buf)
             )
 
@@ -3527,23 +3532,28 @@ public struct FfiConverterTypeTasksError: FfiConverterRustBuffer {
             FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         
-        case let .TransportError(detail):
+        case let .QuotaExceededError(detail):
             writeInt(&buf, Int32(12))
             FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         
-        case let .TaskCancelledError(detail):
+        case let .TransportError(detail):
             writeInt(&buf, Int32(13))
             FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         
-        case let .TaskGoneError(detail):
+        case let .TaskCancelledError(detail):
             writeInt(&buf, Int32(14))
             FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         
-        case let .TaskExpiredError(detail):
+        case let .TaskGoneError(detail):
             writeInt(&buf, Int32(15))
+            FfiConverterTypeErrorDetail.write(detail, into: &buf)
+            
+        
+        case let .TaskExpiredError(detail):
+            writeInt(&buf, Int32(16))
             FfiConverterTypeErrorDetail.write(detail, into: &buf)
             
         }

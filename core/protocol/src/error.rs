@@ -73,6 +73,8 @@ pub enum ErrorKind {
     UnsupportedVersion,
     /// The server failed (store unavailable, work ended without a result, ...).
     Internal,
+    /// A new task would exceed the server's cap on live tasks (the caller's, or in total).
+    QuotaExceeded,
 }
 
 /// One row of the error table: what, which JSON-RPC code, which HTTP status.
@@ -148,6 +150,16 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
         code: -32603,
         http_status: 500,
         when: "store failure or other fault of the server itself; also inside a `failed` task when its work errs (a synchronous tool's own error goes out with HTTP 200, as the SDKs send every handler error)",
+    },
+    ErrorRow {
+        kind: ErrorKind::QuotaExceeded,
+        // -32000..-32019 are implementation-defined; -32020.. are the MCP spec's. The spec gives
+        // this code no HTTP status, and mcp 2.3.0 and @modelcontextprotocol/server 2.4.0 send every
+        // code they do not map with 200 (mcp `shared/inbound.py` ERROR_CODE_HTTP_STATUS), so 200
+        // here too keeps the three servers' answers the same.
+        code: -32010,
+        http_status: 200,
+        when: "a `tools/call` that would create a task over the server's cap on live (`working` or `input_required`) tasks: the caller's (`data.reason` `principal_quota`) or in total (`server_quota`), with `data.limit`",
     },
 ];
 
@@ -256,6 +268,13 @@ pub const ERROR_CLASSES: &[ErrorClass] = &[
         doc: "-32603 or a code this library does not know: a server fault, or a store failure.",
     },
     ErrorClass {
+        name: "QuotaExceededError",
+        parent: Some(ROOT_CLASS),
+        code: Some(-32010),
+        python_builtin: None,
+        doc: "-32010: the server's cap on live tasks, the caller's or in total, is reached (data.reason, data.limit).",
+    },
+    ErrorClass {
         name: "TransportError",
         parent: Some("InternalError"),
         code: Some(-32603),
@@ -299,6 +318,7 @@ pub fn class_for_code(code: i64, method: Option<&str>) -> &'static str {
         -32020 => "HeaderMismatchError",
         -32021 => "MissingCapabilityError",
         -32022 => "UnsupportedVersionError",
+        -32010 => "QuotaExceededError",
         _ => "InternalError",
     }
 }
@@ -317,6 +337,7 @@ impl ErrorKind {
             Self::MissingCapability => "MissingCapabilityError",
             Self::UnsupportedVersion => "UnsupportedVersionError",
             Self::Internal => "InternalError",
+            Self::QuotaExceeded => "QuotaExceededError",
         }
     }
 
@@ -407,6 +428,43 @@ pub enum ProtocolError {
     /// A server fault.
     #[error("Internal error: {0}")]
     Internal(String),
+    /// A new task would exceed a cap on live tasks; `data` says which and its limit.
+    #[error("Too many live tasks: {scope} limit of {limit} reached; retry when some have finished")]
+    QuotaExceeded {
+        /// Which cap.
+        scope: QuotaScope,
+        /// Its value.
+        limit: u64,
+    },
+}
+
+/// Which cap on live tasks a create ran into (`data.reason` of -32010).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaScope {
+    /// The caller's own live tasks (`principal_quota`).
+    Principal,
+    /// Every live task of the server (`server_quota`).
+    Server,
+}
+
+impl QuotaScope {
+    /// The `data.reason` value.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Principal => "principal_quota",
+            Self::Server => "server_quota",
+        }
+    }
+}
+
+impl std::fmt::Display for QuotaScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Principal => "per-caller",
+            Self::Server => "server-wide",
+        })
+    }
 }
 
 impl ProtocolError {
@@ -424,6 +482,7 @@ impl ProtocolError {
             Self::MissingCapability { .. } => ErrorKind::MissingCapability,
             Self::UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
             Self::Internal(_) => ErrorKind::Internal,
+            Self::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
         }
     }
 
@@ -450,6 +509,7 @@ impl ProtocolError {
             Self::UnsupportedVersion { requested, supported } => {
                 err.with_data(json!({ "supported": supported, "requested": requested }))
             }
+            Self::QuotaExceeded { scope, limit } => err.with_data(json!({ "reason": scope.reason(), "limit": limit })),
             Self::TooLarge { what, size, limit } => {
                 err.with_data(json!({ "what": what, "size": size, "limit": limit }))
             }

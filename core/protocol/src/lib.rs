@@ -17,7 +17,9 @@ pub mod task;
 pub mod time;
 pub mod types;
 
-pub use error::{ERROR_CLASSES, ERROR_TABLE, ErrorClass, ErrorKind, ProtocolError, RpcError, class_for_code};
+pub use error::{
+    ERROR_CLASSES, ERROR_TABLE, ErrorClass, ErrorKind, ProtocolError, QuotaScope, RpcError, class_for_code,
+};
 pub use negotiation::{Dispatch, Envelope, TaskMode};
 pub use task::{TaskEvent, TaskRecord, TransitionError};
 pub use types::*;

@@ -27,7 +27,7 @@ use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{
     CreateTaskResult, DetailedTask, InputResponses, ProtocolError, ResultType, TaskEvent, TaskRecord, TransitionError,
 };
-use crate::store::{StoreError, TaskStore, UpdateOutcome};
+use crate::store::{LiveQuota, StoreError, TaskStore, UpdateOutcome};
 
 /// Size limits on what clients and tools hand the engine, in bytes of serialized JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +92,19 @@ pub struct EngineConfig {
     /// On a shared store: how long a worker's lease lasts. Each sweep renews it; once it lapses
     /// (the worker died), any worker's sweep fails the worker's unfinished tasks.
     pub worker_lease: Duration,
+    /// The most live (`working` or `input_required`) tasks one principal may have; a create
+    /// beyond it is -32010 (`data.reason` `principal_quota`). `None` is no cap.
+    pub max_live_tasks_per_principal: Option<u64>,
+    /// The most live tasks of all principals together (`server_quota`); `None` is no cap. On a
+    /// shared store both caps count every worker's tasks.
+    pub max_live_tasks: Option<u64>,
+}
+
+impl EngineConfig {
+    /// The caps on live tasks.
+    pub fn live_quota(&self) -> LiveQuota {
+        LiveQuota { per_principal: self.max_live_tasks_per_principal, total: self.max_live_tasks }
+    }
 }
 
 impl Default for EngineConfig {
@@ -105,6 +118,8 @@ impl Default for EngineConfig {
             recover_orphans: true,
             finished_cache: 4096,
             worker_lease: Duration::from_secs(15),
+            max_live_tasks_per_principal: None,
+            max_live_tasks: None,
         }
     }
 }
@@ -145,6 +160,9 @@ impl EngineError {
     pub fn to_protocol(&self) -> ProtocolError {
         match self {
             Self::Protocol(e) => e.clone(),
+            Self::Store(StoreError::QuotaExceeded { scope, limit }) => {
+                ProtocolError::QuotaExceeded { scope: *scope, limit: *limit }
+            }
             Self::Store(e) => ProtocolError::Internal(e.to_string()),
             Self::Transition(e) => ProtocolError::Internal(e.to_string()),
             Self::Cancelled => ProtocolError::Internal("task was cancelled".into()),
@@ -183,9 +201,61 @@ pub(crate) struct Inner {
     ids: Arc<dyn IdGenerator>,
     owner: String,
     config: EngineConfig,
-    live: Mutex<HashMap<String, Arc<Live>>>,
+    live: Mutex<LiveSet>,
     finished: Mutex<FinishedCache>,
     changes: broadcast::Sender<Arc<TaskRecord>>,
+}
+
+/// The tasks this process runs, and, when the engine enforces the live-task caps itself (a
+/// store only it writes, where its tasks are all the live ones), how many each principal has:
+/// a create reserves its place before the store write, so concurrent creates cannot pass a cap.
+#[derive(Default)]
+struct LiveSet {
+    tasks: HashMap<String, Arc<Live>>,
+    quota: LiveQuota,
+    /// Live tasks and reservations per principal (kept only with a per-principal cap).
+    per_principal: HashMap<String, u64>,
+    /// Live tasks and reservations in total (kept only with a cap).
+    total: u64,
+}
+
+impl LiveSet {
+    /// Takes a place for a task of `principal`, or says which cap is reached.
+    fn reserve(&mut self, principal: &str) -> Result<(), ProtocolError> {
+        if !self.quota.is_set() {
+            return Ok(());
+        }
+        let own = self.per_principal.get(principal).copied().unwrap_or(0);
+        if let Some((scope, limit)) = self.quota.reached(own, self.total) {
+            return Err(ProtocolError::QuotaExceeded { scope, limit });
+        }
+        self.total += 1;
+        if self.quota.per_principal.is_some() {
+            *self.per_principal.entry(principal.to_owned()).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    /// Gives back a place (the task was not created, or is no longer live).
+    fn release(&mut self, principal: &str) {
+        if !self.quota.is_set() {
+            return;
+        }
+        self.total = self.total.saturating_sub(1);
+        if let Some(own) = self.per_principal.get_mut(principal) {
+            *own = own.saturating_sub(1);
+            if *own == 0 {
+                self.per_principal.remove(principal);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Arc<Live>> {
+        let live = self.tasks.remove(id)?;
+        let principal = live.committed.read().principal.clone();
+        self.release(&principal);
+        Some(live)
+    }
 }
 
 /// A bounded first-in-first-out cache of terminal records.
@@ -259,6 +329,9 @@ impl EngineBuilder {
         // injected generator and vector task ids stay `task-1`, `task-2`, ….
         let owner = RandomIds.next_id();
         let (changes, _) = broadcast::channel(4096);
+        // A shared store counts every worker's tasks itself (`insert_within`); otherwise this
+        // engine's own tasks are all the live ones (the rest were failed by recovery).
+        let quota = if self.store.shared() { LiveQuota::default() } else { self.config.live_quota() };
         let engine = Engine {
             inner: Arc::new(Inner {
                 store: self.store,
@@ -266,7 +339,7 @@ impl EngineBuilder {
                 ids: self.ids,
                 owner,
                 config: self.config,
-                live: Mutex::new(HashMap::new()),
+                live: Mutex::new(LiveSet { quota, ..LiveSet::default() }),
                 finished: Mutex::new(FinishedCache::default()),
                 changes,
             }),
@@ -314,7 +387,7 @@ impl Engine {
 
     /// How many tasks this process is running (non-terminal, in memory).
     pub fn live_count(&self) -> usize {
-        self.inner.live.lock().len()
+        self.inner.live.lock().tasks.len()
     }
 
     async fn renew_lease(&self) -> Result<(), StoreError> {
@@ -424,7 +497,15 @@ impl Engine {
             ttl,
             Some(poll),
         ));
-        inner.store.insert(&record).await?;
+        if inner.store.shared() {
+            inner.store.insert_within(&record, inner.config.live_quota()).await?;
+        } else {
+            inner.live.lock().reserve(principal)?;
+            if let Err(e) = inner.store.insert(&record).await {
+                inner.live.lock().release(principal);
+                return Err(e.into());
+            }
+        }
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
         let live = Arc::new(Live {
             committed: RwLock::new(Arc::clone(&record)),
@@ -432,13 +513,13 @@ impl Engine {
             cancel: CancellationToken::new(),
             waiters: Mutex::new(Vec::new()),
         });
-        inner.live.lock().insert(record.id.clone(), Arc::clone(&live));
+        inner.live.lock().tasks.insert(record.id.clone(), Arc::clone(&live));
         let _ = inner.changes.send(record);
         Ok((result, TaskContext::new(self.clone(), live)))
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
-        self.inner.live.lock().get(id).cloned()
+        self.inner.live.lock().tasks.get(id).cloned()
     }
 
     fn not_found(id: &str) -> EngineError {

@@ -27,6 +27,10 @@ pub struct EngineOptions {
     pub default_poll_interval_ms: Option<u64>,
     /// How long an expired task stays readable before it is purged.
     pub purge_grace_ms: Option<u64>,
+    /// The most live tasks one principal may have (no cap when absent).
+    pub max_live_tasks_per_principal: Option<u64>,
+    /// The most live tasks in total (no cap when absent).
+    pub max_live_tasks: Option<u64>,
     /// Tests and shared vectors only: a manual clock starting here, moved by the adapter, and
     /// no background sweeper.
     pub clock_start_ms: Option<u64>,
@@ -55,6 +59,8 @@ impl EngineOptions {
             default_ttl_ms: self.default_ttl_ms.unwrap_or(defaults.default_ttl_ms),
             default_poll_interval_ms: self.default_poll_interval_ms.unwrap_or(defaults.default_poll_interval_ms),
             purge_grace_ms: self.purge_grace_ms.unwrap_or(defaults.purge_grace_ms),
+            max_live_tasks_per_principal: self.max_live_tasks_per_principal.or(defaults.max_live_tasks_per_principal),
+            max_live_tasks: self.max_live_tasks.or(defaults.max_live_tasks),
             ..defaults
         }
     }

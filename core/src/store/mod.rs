@@ -101,6 +101,40 @@ pub enum StoreError {
     /// A store URL names no store this build can open.
     #[error("store URL {0}")]
     InvalidUrl(String),
+    /// [`TaskStore::insert_within`] found the cap reached; nothing was written.
+    #[error("{scope} cap of {limit} live tasks reached")]
+    QuotaExceeded {
+        /// Which cap.
+        scope: crate::protocol::QuotaScope,
+        /// Its value.
+        limit: u64,
+    },
+}
+
+/// Caps on live (`working` or `input_required`) tasks that a new task must stay within; `None`
+/// is no cap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveQuota {
+    /// The most live tasks one principal may have.
+    pub per_principal: Option<u64>,
+    /// The most live tasks of every principal together.
+    pub total: Option<u64>,
+}
+
+impl LiveQuota {
+    /// True when either cap is set.
+    pub fn is_set(&self) -> bool {
+        self.per_principal.is_some() || self.total.is_some()
+    }
+
+    /// The first cap that `principal_live` (the principal's live tasks) and `total_live` reach.
+    pub fn reached(&self, principal_live: u64, total_live: u64) -> Option<(crate::protocol::QuotaScope, u64)> {
+        use crate::protocol::QuotaScope;
+        if let Some(limit) = self.total.filter(|limit| total_live >= *limit) {
+            return Some((QuotaScope::Server, limit));
+        }
+        self.per_principal.filter(|limit| principal_live >= *limit).map(|limit| (QuotaScope::Principal, limit))
+    }
 }
 
 /// The outcome of a compare-and-set update.
@@ -120,6 +154,24 @@ pub trait TaskStore: Send + Sync + 'static {
     /// every later `get` through this store, or any store sharing the data, finds it. Records
     /// come in an `Arc` so a store that keeps them in memory shares them instead of copying.
     async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError>;
+
+    /// Stores a new task unless its principal, or the store as a whole, already has as many live
+    /// tasks as `quota` allows ([`StoreError::QuotaExceeded`], nothing written). The engine
+    /// calls it on a [shared](TaskStore::shared) store, where other processes create tasks too,
+    /// so it must count and insert as one step against them (the PostgreSQL store locks the cap
+    /// for the transaction); on a store only one engine writes, the engine counts its own tasks
+    /// and calls [`TaskStore::insert`]. This default counts with [`TaskStore::unfinished`] and
+    /// is not atomic across processes: a shared store should replace it.
+    async fn insert_within(&self, task: &Arc<TaskRecord>, quota: LiveQuota) -> Result<(), StoreError> {
+        if quota.is_set() {
+            let live = self.unfinished(None, usize::MAX).await?;
+            let own = live.iter().filter(|t| t.principal == task.principal).count() as u64;
+            if let Some((scope, limit)) = quota.reached(own, live.len() as u64) {
+                return Err(StoreError::QuotaExceeded { scope, limit });
+            }
+        }
+        self.insert(task).await
+    }
 
     /// Reads a task by id.
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError>;

@@ -20,14 +20,15 @@ use futures::StreamExt;
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use super::{StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
+use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
 use crate::protocol::TaskRecord;
 
 /// The channel the change trigger notifies on.
 const CHANNEL: &str = "mcp_tasks";
 
 /// Versioned migrations; entry `n` brings the schema from version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE mcp_tasks (
     id TEXT PRIMARY KEY,
     principal TEXT NOT NULL,
@@ -59,7 +60,11 @@ CREATE TABLE mcp_tasks_workers (
     owner TEXT PRIMARY KEY,
     lease_until BIGINT NOT NULL
 );
-"];
+",
+    r"
+CREATE INDEX mcp_tasks_live_principal ON mcp_tasks (principal) WHERE status IN ('working', 'input_required');
+",
+];
 
 fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -243,6 +248,59 @@ impl TaskStore for PostgresStore {
             .await;
         match inserted {
             Ok(_) => Ok(()),
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+                Err(StoreError::Duplicate(task.id.clone()))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn insert_within(&self, task: &Arc<TaskRecord>, quota: LiveQuota) -> Result<(), StoreError> {
+        if !quota.is_set() {
+            return self.insert(task).await;
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Creators of the same cap take turns for the transaction, in every worker: a
+        // server-wide cap serializes every create, a per-caller cap only that caller's, so no two
+        // can both count below the cap and both insert.
+        let key = match quota.total {
+            Some(_) => "mcp_tasks:live".to_owned(),
+            None => format!("mcp_tasks:live:{}", task.principal),
+        };
+        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&key]).await.map_err(backend)?;
+        let counts = tx
+            .query_one(
+                "SELECT count(*) FILTER (WHERE principal = $1), count(*) FROM mcp_tasks \
+                 WHERE status IN ('working', 'input_required') AND ($2 OR principal = $1)",
+                &[&task.principal, &quota.total.is_some()],
+            )
+            .await
+            .map_err(backend)?;
+        let (own, total): (i64, i64) = (counts.get(0), counts.get(1));
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        // Without a server-wide cap only the caller's rows were counted.
+        let total = if quota.total.is_some() { count(total) } else { 0 };
+        if let Some((scope, limit)) = quota.reached(count(own), total) {
+            return Err(StoreError::QuotaExceeded { scope, limit });
+        }
+        let inserted = tx
+            .execute(
+                "INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &task.id,
+                    &task.principal,
+                    &task.owner,
+                    &task.status.as_str(),
+                    &task.expires_at_ms().map(int),
+                    &int(task.version),
+                    &encode(task),
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(_) => tx.commit().await.map_err(backend),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
                 Err(StoreError::Duplicate(task.id.clone()))
             }
