@@ -9,6 +9,8 @@
 //! changes (updates are compare-and-set on `version` and refused once the stored status is
 //! terminal).
 
+#[cfg(feature = "store-contract")]
+pub mod contract;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
