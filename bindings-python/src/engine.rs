@@ -459,7 +459,7 @@ fn parse_mode(mode: &str) -> PyResult<TaskMode> {
 
 impl PyServer {
     fn route(&self, method: &str, params: Option<&Bound<'_, PyAny>>, headers: &HeaderPairs) -> PyResult<Routing> {
-        let params = params.filter(|p| !p.is_none()).map(|p| from_py("params", p)).transpose()?;
+        let params = params.filter(|p| !p.is_none()).map(crate::wire_params).transpose()?;
         let pairs: Option<Vec<(&str, &str)>> =
             headers.as_ref().map(|h| h.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect());
         self.dispatcher

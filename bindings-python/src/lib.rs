@@ -130,6 +130,24 @@ pub(crate) fn from_py(what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_js
     })
 }
 
+/// The start of [`from_py`]'s reason for a string that is not valid Unicode (a lone surrogate,
+/// which Python's JSON parser accepts and JSON text may not carry).
+const NOT_UNICODE: &str = "a string that is not valid Unicode";
+
+/// A request's params as the SDK parsed them from the wire, as JSON. A lone surrogate, which
+/// Python's parser lets through, is answered as the Rust host answers the same body: -32700,
+/// since the body was not valid JSON (RFC 8259 §8.2; serde_json refuses it while parsing).
+pub(crate) fn wire_params(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    json_value(value, 0).map_err(|why| {
+        let error = if why.starts_with(NOT_UNICODE) {
+            mcp_tasks::protocol::ProtocolError::Parse(why)
+        } else {
+            mcp_tasks::protocol::ProtocolError::InvalidParams(format!("params is not JSON: {why}"))
+        };
+        error::protocol_error(&error)
+    })
+}
+
 /// How deep [`from_py`] follows nested containers (JSON parsers commonly stop at 128 too).
 const MAX_DEPTH: usize = 128;
 
@@ -143,7 +161,7 @@ fn json_value(value: &Bound<'_, PyAny>, depth: usize) -> Result<serde_json::Valu
         return Ok(Value::Null);
     }
     if let Ok(text) = value.cast::<PyString>() {
-        return text.to_str().map(|s| Value::String(s.to_owned())).map_err(|e| e.to_string());
+        return text.to_str().map(|s| Value::String(s.to_owned())).map_err(|e| format!("{NOT_UNICODE}: {e}"));
     }
     // Before int: bool is a subclass of int.
     if let Ok(flag) = value.cast::<PyBool>() {

@@ -233,12 +233,19 @@ pub struct ListenParams {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenFilter {
-    /// Task ids to receive `notifications/tasks` for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Task ids to receive `notifications/tasks` for. Absent is `None`; `null` is refused (the
+    /// schema allows only an array), so every host answers it with -32602 rather than pass it
+    /// on as "no filter".
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_array")]
     pub task_ids: Option<Vec<String>>,
     /// Core filter keys, untouched.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// A field that, when present, must be an array of strings (`null` included is an error).
+fn present_array<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::<String>::deserialize(deserializer).map(Some)
 }
 
 /// A JSON-RPC notification as sent on a listen stream.
