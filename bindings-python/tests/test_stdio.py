@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_client import text
 
 from mcp_tasks import InputRequest, InvalidParamsError, TaskCancelledError, TasksClient, TransportError
 
@@ -33,13 +34,6 @@ def server(kind: str, store: str = "memory://") -> dict[str, Any]:
 @pytest.fixture(params=["rust", "python"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def text(result: Any) -> str:
-    assert result is not None
-    if isinstance(result, dict):
-        return str(result["content"][0]["text"])
-    return str(result.content[0].text)
 
 
 @pytest.mark.parametrize("notifications", [False, True])

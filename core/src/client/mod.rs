@@ -272,9 +272,8 @@ impl ClientOptions {
     /// A builder configured from these options: HTTP when `url` is given, stdio when `command`
     /// is. Both, neither, or an option of the other transport is [`ClientError::Transport`].
     pub fn builder(mut self) -> Result<ClientBuilder, ClientError> {
-        let stdio_only = !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() || self.stderr.is_some();
         let builder = match (self.url.is_empty(), self.command.take()) {
-            (false, None) if stdio_only => {
+            (false, None) if self.has_stdio_options() => {
                 return Err(ClientError::InvalidOptions(
                     "args, env, cwd and stderr are options of a stdio command".into(),
                 ));
@@ -303,19 +302,19 @@ impl ClientOptions {
     /// A builder over `transport` (a binding's own, e.g. a host SDK's session) configured from
     /// these options; `url`, `command` and the options of either transport are refused.
     pub fn builder_with(self, transport: Arc<dyn Transport>) -> Result<ClientBuilder, ClientError> {
-        let names_a_transport = !self.url.is_empty()
-            || self.command.is_some()
-            || !self.headers.is_empty()
-            || !self.args.is_empty()
-            || !self.env.is_empty()
-            || self.cwd.is_some()
-            || self.stderr.is_some();
+        let names_a_transport =
+            !self.url.is_empty() || self.command.is_some() || !self.headers.is_empty() || self.has_stdio_options();
         if names_a_transport {
             return Err(ClientError::InvalidOptions(
                 "a client over a given transport takes no url, command or their options".into(),
             ));
         }
         self.configure(Client::with_transport(transport))
+    }
+
+    /// Whether any option of a stdio command besides the command itself is set.
+    fn has_stdio_options(&self) -> bool {
+        !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() || self.stderr.is_some()
     }
 
     /// Applies the options every transport shares.

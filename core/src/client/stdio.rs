@@ -239,8 +239,6 @@ struct Shared {
     source: Source,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
-    capabilities: Value,
-    client_info: Value,
     closed: AtomicBool,
 }
 
@@ -250,6 +248,9 @@ struct Shared {
 pub struct StdioTransport {
     shared: Arc<Shared>,
     endpoint: String,
+    /// Declared in every request's `_meta`, per clone (as [`super::HttpTransport`] keeps them).
+    capabilities: Value,
+    client_info: Value,
 }
 
 impl std::fmt::Debug for StdioTransport {
@@ -287,36 +288,28 @@ impl StdioTransport {
                 source,
                 conn: tokio::sync::Mutex::new(None),
                 next_id: AtomicU64::new(1),
-                capabilities: json!({"elicitation": {}}),
-                client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
                 closed: AtomicBool::new(false),
             }),
             endpoint,
+            capabilities: json!({"elicitation": {}}),
+            client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
         }
     }
 
-    /// Sets the `clientInfo` sent with every request (before the first request only: a clone
-    /// made earlier keeps the old one).
+    /// Sets the `clientInfo` sent with every request through this transport (a clone made
+    /// earlier keeps its own).
     #[must_use]
-    pub fn client_info(self, name: &str, version: &str) -> Self {
-        self.with(|shared| shared.client_info = json!({"name": name, "version": version}))
+    pub fn client_info(mut self, name: &str, version: &str) -> Self {
+        self.client_info = json!({"name": name, "version": version});
+        self
     }
 
     /// Sets the client capabilities declared besides the tasks extension (default
-    /// `{"elicitation": {}}`), with the same caveat as [`Self::client_info`].
+    /// `{"elicitation": {}}`), as [`Self::client_info`] does.
     #[must_use]
-    pub fn capabilities(self, capabilities: Value) -> Self {
-        self.with(|shared| shared.capabilities = capabilities)
-    }
-
-    fn with(self, change: impl FnOnce(&mut Shared)) -> Self {
-        match Arc::try_unwrap(self.shared) {
-            Ok(mut shared) => {
-                change(&mut shared);
-                Self { shared: Arc::new(shared), endpoint: self.endpoint }
-            }
-            Err(shared) => Self { shared, endpoint: self.endpoint },
-        }
+    pub fn capabilities(mut self, capabilities: Value) -> Self {
+        self.capabilities = capabilities;
+        self
     }
 
     /// The live channel, starting the child when there is none or the last one died (the
@@ -370,7 +363,7 @@ impl StdioTransport {
 
     fn send(&self, conn: &Conn, id: u64, method: &str, params: Value) -> Result<(), ClientError> {
         let mut params = if params.is_object() { params } else { json!({}) };
-        params["_meta"] = envelope(&self.shared.capabilities, &self.shared.client_info);
+        params["_meta"] = envelope(&self.capabilities, &self.client_info);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         conn.write(message.to_string())
     }

@@ -167,11 +167,9 @@ async fn insert_within_caps(store: Arc<dyn TaskStore>) -> Check {
         .map_err(|e| format!("a finished task did not free its place: {e}"))
 }
 
-async fn durable_across_handles(store: Arc<dyn TaskStore>, again: Arc<dyn TaskStore>, first: TaskRecord) -> Check {
-    let got = again.get(&first.id).await.map_err(store_err)?;
-    ensure(got.is_some_and(|g| same(&g, &first)), || "another handle does not read the acknowledged write".into())?;
-    drop(store);
-    Ok(())
+async fn durable_across_handles(again: &Arc<dyn TaskStore>, latest: &TaskRecord) -> Check {
+    let got = again.get(&latest.id).await.map_err(store_err)?;
+    ensure(got.is_some_and(|g| same(&g, latest)), || "another handle does not read the acknowledged write".into())
 }
 
 async fn change_feed(one: &Arc<dyn TaskStore>, two: &Arc<dyn TaskStore>) -> Check {
@@ -235,10 +233,7 @@ pub async fn check(under_test: &dyn StoreUnderTest) -> Vec<String> {
         Err(e) => note("durable_across_handles", Err(store_err(e))),
         Ok(latest) => {
             if let Some(again) = under_test.again(Arc::clone(&store)).await {
-                note(
-                    "durable_across_handles",
-                    durable_across_handles(Arc::clone(&store), Arc::clone(&again), latest).await,
-                );
+                note("durable_across_handles", durable_across_handles(&again, &latest).await);
                 if shared {
                     note("change_feed", change_feed(&store, &again).await);
                     note("leases", leases(&again).await);
