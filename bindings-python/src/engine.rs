@@ -10,7 +10,9 @@ use mcp_tasks::clock::{ManualClock, SequentialIds};
 use mcp_tasks::engine::{EngineConfig, Served, Subscription, TaskContext, TaskHandle, TaskOptions};
 use mcp_tasks::protocol::RpcError;
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
-use mcp_tasks::protocol::server::{Dispatcher, DispatcherConfig, Headers, ListenFrames, Route, Routing, ToolEntry};
+use mcp_tasks::protocol::server::{
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Route, Routing, ToolEntry,
+};
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
 
@@ -474,11 +476,58 @@ impl PyServer {
     /// A dispatcher over `engine`; tools without their own mode get `default_mode`.
     #[new]
     fn new(engine: PyRef<'_, PyEngine>, default_mode: &str) -> PyResult<Self> {
-        let config = DispatcherConfig { default_mode: Some(parse_mode(default_mode)?), ..DispatcherConfig::default() };
+        // mcp owns every request that is not the extension's (see `gate`).
+        let config = DispatcherConfig {
+            default_mode: Some(parse_mode(default_mode)?),
+            delegate: true,
+            ..DispatcherConfig::default()
+        };
         Ok(Self {
             dispatcher: parking_lot::RwLock::new(Dispatcher::new(config)),
             engine: engine.inner.clone(),
             callbacks: Arc::clone(&engine.callbacks),
+        })
+    }
+
+    /// The largest HTTP body [`PyServer::gate`] reads; a longer one is passed as `None`.
+    #[getter]
+    fn max_body_bytes(&self) -> usize {
+        self.dispatcher.read().config().max_body_bytes
+    }
+
+    /// Decides one HTTP request before mcp's transport sees it: `(status, headers, body)` to send
+    /// as it is, or `None` to hand the request to mcp unchanged. mcp 2.3.0 routes by the
+    /// `MCP-Protocol-Version` header alone, so a request claiming the 2026-07-28 envelope with the
+    /// header missing or naming a 2025 revision would reach its legacy transport (HTTP 200,
+    /// -32021); core answers those (-32020 or -32022, HTTP 400), and every other malformed
+    /// extension request, with the same bytes as the Rust host. `body` is `None` when it was over
+    /// [`PyServer::max_body_bytes`].
+    #[pyo3(signature = (method, headers, body))]
+    #[allow(clippy::type_complexity)] // the ASGI shape, spelled out once
+    fn gate(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        headers: Vec<(String, String)>,
+        body: Option<&[u8]>,
+    ) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+        let dispatcher = &self.dispatcher;
+        py.detach(|| {
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let request = HttpRequest { method, headers: Headers(&pairs), body };
+            // The principal only matters to routed requests, which go on to mcp (and from there
+            // to `handle`/`listen` with the caller mcp's auth derived).
+            match dispatcher.read().handle_http(&request, Some("")) {
+                Decision::Reply(reply) => {
+                    let mut out: Vec<(String, String)> =
+                        reply.headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+                    if let Some(content_type) = reply.content_type() {
+                        out.push(("content-type".to_owned(), content_type.to_owned()));
+                    }
+                    Some((reply.status, out, reply.body()))
+                }
+                Decision::Route(_) | Decision::Delegate => None,
+            }
         })
     }
 

@@ -56,6 +56,53 @@ class _AnyParams(RequestParams):
     model_config = ConfigDict(extra="allow")
 
 
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+
+
+class _Gate:
+    """The ASGI wrapper of :meth:`TasksExtension.gate`."""
+
+    def __init__(self, server: _native.Server, app: ASGIApp) -> None:
+        self._server = server
+        self._app = app
+        self._limit = server.max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self._app(scope, receive, send)
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more and size <= self._limit:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: nothing to answer
+                return
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        answer = self._server.gate(scope["method"], headers, None if size > self._limit else body)
+        if answer is not None:
+            status, extra, payload = answer
+            raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra]
+            raw.append((b"content-length", str(len(payload)).encode("ascii")))
+            await send({"type": "http.response.start", "status": status, "headers": raw})
+            await send({"type": "http.response.body", "body": payload})
+            return None
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self._app(scope, replay, send)
+
+
 def _headers(ctx: ServerRequestContext[Any, Any]) -> list[tuple[str, str]] | None:
     """The request's HTTP headers as pairs (repeats kept), or None off HTTP (stdio)."""
     headers = getattr(ctx.request, "headers", None)
@@ -256,6 +303,30 @@ class TasksExtension(Extension):
         lowlevel = server._lowlevel_server
         self._sdk_listen = lowlevel.get_request_handler("subscriptions/listen") is not None
         lowlevel.middleware.append(self._route_early)
+        # mcp picks its legacy (2025) transport from the MCP-Protocol-Version header alone, before
+        # any middleware runs; the app streamable_http_app() builds is gated so that core answers
+        # an extension request whose header is missing or disagrees with its body (see gate()).
+        build = lowlevel.streamable_http_app
+
+        def streamable_http_app(*args: Any, **kwargs: Any) -> Any:
+            app = build(*args, **kwargs)
+            manager = lowlevel._session_manager
+            manager.asgi_app = self.gate(manager.asgi_app)
+            return app
+
+        lowlevel.streamable_http_app = streamable_http_app
+
+    def gate(self, app: ASGIApp) -> ASGIApp:
+        """Wraps the ASGI app serving the MCP endpoint so core decides each POST first.
+
+        A request core refuses (a missing, repeated or disagreeing standard header, a ``_meta``
+        revision it does not speak, a malformed extension request, a body over its limit) gets
+        core's answer, the same status and bytes as from the Rust host; every other request
+        reaches ``app`` with its body unchanged. ``install()`` applies it to the app
+        ``streamable_http_app()`` builds; call it yourself only when you mount mcp's session
+        manager by hand.
+        """
+        return _Gate(self._server, app)
 
     async def _open_listen(self, ctx: ServerRequestContext[Any, Any]) -> _native.Listen | None:
         return await self._server.listen(
