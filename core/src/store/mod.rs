@@ -14,6 +14,8 @@ pub mod contract;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_tls;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

@@ -18,8 +18,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::postgres_tls;
 use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
 use crate::protocol::TaskRecord;
 
@@ -90,21 +92,22 @@ impl Drop for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (`postgres://user:pass@host:port/db`), creates or migrates the schema,
+    /// Connects to `url` (`postgres://user:pass@host:port/db`, with libpq's `sslmode` and
+    /// `sslrootcert` for TLS: see the `postgres_tls` module), creates or migrates the schema,
     /// and starts listening for other workers' changes. The role needs to create tables,
     /// functions and triggers on first use (or have them created by a role that can), then
     /// `SELECT, INSERT, UPDATE, DELETE` on `mcp_tasks` and `mcp_tasks_workers`.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(backend)?;
+        let postgres_tls::Connection { config, tls } = postgres_tls::parse(url)?;
         let manager = deadpool_postgres::Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast },
         );
         let pool = deadpool_postgres::Pool::builder(manager).max_size(16).build().map_err(backend)?;
         migrate(&pool).await?;
         let (changes, _) = broadcast::channel(4096);
-        let listener = listen(config, changes.clone()).await?;
+        let listener = listen(config, tls, changes.clone()).await?;
         Ok(Self { pool, changes, listener })
     }
 
@@ -155,14 +158,16 @@ async fn migrate(pool: &deadpool_postgres::Pool) -> Result<(), StoreError> {
 /// connection is reopened after a pause; changes made meanwhile are seen by the next poll or read.
 async fn listen(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     changes: broadcast::Sender<String>,
 ) -> Result<tokio::task::JoinHandle<()>, StoreError> {
     async fn session(
         config: &tokio_postgres::Config,
+        tls: &MakeRustlsConnect,
         changes: &broadcast::Sender<String>,
         ready: Option<tokio::sync::oneshot::Sender<Result<(), StoreError>>>,
     ) {
-        let (client, mut connection) = match config.connect(NoTls).await {
+        let (client, mut connection) = match config.connect(tls.clone()).await {
             Ok(pair) => pair,
             Err(e) => {
                 if let Some(ready) = ready {
@@ -206,7 +211,7 @@ async fn listen(
     let handle = tokio::spawn(async move {
         let mut ready = Some(ready_tx);
         loop {
-            session(&config, &changes, ready.take()).await;
+            session(&config, &tls, &changes, ready.take()).await;
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
     });
