@@ -21,6 +21,20 @@ pub struct StandardHeaders<'a> {
     pub name: Option<&'a str>,
 }
 
+/// Encodes a header value the way [`decode_value`] reads it back: plain if it is visible ASCII
+/// without surrounding whitespace, else `=?base64?…?=` (a plain value that looks like that form
+/// is encoded too, so it is not mistaken for one).
+pub fn encode_value(value: &str) -> String {
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        value.to_owned()
+    } else {
+        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
+    }
+}
+
 /// Decodes a header value: trims optional whitespace (RFC 9110 §5.5) and decodes the
 /// `=?base64?…?=` form used for values that are not plain ASCII.
 pub fn decode_value(raw: &str) -> Result<String, ProtocolError> {

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -58,17 +57,10 @@ pub fn envelope(capabilities: &Value, client_info: &Value) -> Value {
     })
 }
 
-/// Encodes a header value: plain if it is safe visible ASCII, else `=?base64?…?=` (a plain value
-/// that looks like that form is encoded too).
+/// Encodes a header value: plain if it is safe visible ASCII, else `=?base64?…?=` (the protocol
+/// crate's rule, [`crate::protocol::headers::encode_value`]).
 pub fn header_value(value: &str) -> String {
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && value.trim() == value
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
-    if plain {
-        value.to_owned()
-    } else {
-        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
-    }
+    crate::protocol::headers::encode_value(value)
 }
 
 /// The Streamable HTTP transport.

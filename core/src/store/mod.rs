@@ -26,6 +26,8 @@ use async_trait::async_trait;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(all(feature = "sqlite", feature = "fuzzing"))]
+pub use sqlite::fuzz;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SqliteStore};
 

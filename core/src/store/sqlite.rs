@@ -9,7 +9,7 @@
 //!   covers hundreds of writes; a lone caller waits one fsync (~0.7 ms on this project's
 //!   virtual disk).
 //! - `Normal` (the default): the caller appends the write to a redo log next to the database
-//!   (`<file>-redo`, one `pwrite` of a length-prefixed record) and returns; the writer thread
+//!   (`<file>-redo`, one `pwrite` of a length-prefixed, checksummed record) and returns; the writer thread
 //!   commits it to SQLite in the background, on another core. A write that returned is in the
 //!   OS page cache, so it survives the process dying at any point (a restart replays the log
 //!   into SQLite), exactly as SQLite's own `synchronous=NORMAL` does; neither survives a power
@@ -264,8 +264,24 @@ struct RedoState {
     max_id: Option<String>,
 }
 
-const REDO_INSERT: u8 = 1;
-const REDO_UPDATE: u8 = 2;
+// Kinds 1 and 2 were the records of the format without a checksum (before 0.1.0 shipped); a
+// log of that format reads as empty rather than being trusted unchecked.
+const REDO_INSERT: u8 = 3;
+const REDO_UPDATE: u8 = 4;
+/// Ids a purge deletes, logged before the delete commits: without it, a crash could replay an
+/// earlier insert of a purged task from the log and bring the task back.
+const REDO_DELETE: u8 = 5;
+
+/// One record of the redo log, as replay reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RedoRecord {
+    /// A task inserted.
+    Insert(TaskRecord),
+    /// A task updated (applied only over an older, unfinished stored version).
+    Update(TaskRecord),
+    /// Tasks a purge deleted.
+    Delete(Vec<String>),
+}
 /// What [`RedoState::unfinished`] knows of a task.
 struct Unfinished {
     version: u64,
@@ -273,30 +289,44 @@ struct Unfinished {
     expires_at: Option<i64>,
 }
 
-/// Bytes of a redo record before its JSON: length, epoch, kind.
-const REDO_HEADER: usize = 4 + 8 + 1;
+/// Bytes of a redo record before its JSON: length, checksum, epoch, kind.
+const REDO_HEADER: usize = 4 + 4 + 8 + 1;
 
-/// Writes one redo record into `frame` (cleared first): `len: u32 LE | epoch: u64 LE |
-/// kind: u8 | record JSON`, where `len` counts everything after itself. Replay needs no
-/// expected version: it applies an update only over an older, unfinished stored version.
-fn redo_frame(frame: &mut Vec<u8>, epoch: u64, kind: u8, task: &TaskRecord) -> Result<(), StoreError> {
+/// Writes one redo record into `frame` (cleared first): `len: u32 LE | crc: u32 LE | epoch:
+/// u64 LE | kind: u8 | record JSON`, where `len` counts everything after itself and `crc` is
+/// the CRC-32 of everything but itself (`len` included). The checksum is what lets replay tell
+/// a record apart from a torn or damaged one: a cut or flipped byte that still parses as JSON
+/// (a digit of a version, a letter of a message) would otherwise be replayed as a write nobody
+/// made. Replay needs no expected version: it applies an update only over an older, unfinished
+/// stored version.
+fn redo_frame(frame: &mut Vec<u8>, epoch: u64, kind: u8, payload: &impl serde::Serialize) -> Result<(), StoreError> {
     frame.clear();
-    frame.extend_from_slice(&[0; 4]);
+    frame.extend_from_slice(&[0; 8]);
     frame.extend_from_slice(&epoch.to_le_bytes());
     frame.push(kind);
-    serde_json::to_writer(&mut *frame, task).map_err(backend)?;
+    serde_json::to_writer(&mut *frame, payload).map_err(backend)?;
     let len = u32::try_from(frame.len() - 4).map_err(|_| StoreError::Backend("task record over 4 GiB".into()))?;
     frame[..4].copy_from_slice(&len.to_le_bytes());
+    let crc = redo_checksum(frame);
+    frame[4..8].copy_from_slice(&crc.to_le_bytes());
     Ok(())
+}
+
+/// The checksum of a whole frame, its own four bytes left out.
+fn redo_checksum(frame: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&frame[..4]);
+    hasher.update(&frame[8..]);
+    hasher.finalize()
 }
 
 impl RedoState {
     /// Appends one record. A failed append does not move the end of the log, so the next
     /// record overwrites whatever part of it landed: the log never holds a torn record before
     /// good ones.
-    fn append(&mut self, kind: u8, task: &TaskRecord) -> Result<(), StoreError> {
+    fn append(&mut self, kind: u8, payload: &impl serde::Serialize) -> Result<(), StoreError> {
         let mut frame = std::mem::take(&mut self.frame);
-        redo_frame(&mut frame, self.epoch, kind, task)?;
+        redo_frame(&mut frame, self.epoch, kind, payload)?;
         let written = write_at(&self.file, &frame, self.len);
         let len = frame.len() as u64;
         // Kept for the next record, unless a huge one made it large.
@@ -355,27 +385,45 @@ fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
 }
 
 /// Reads the records of a redo log's current epoch (the first record's): a record of another
-/// epoch (left from before a rewind), or a torn or unreadable one (a write cut short by a power
-/// loss), ends it.
-fn read_redo(bytes: &[u8]) -> Vec<(u8, TaskRecord)> {
+/// epoch (left from before a rewind), or a torn, damaged or unreadable one (a write cut short by
+/// a power loss, a flipped bit), ends it. So what it returns is always a prefix of the records
+/// appended since the last rewind, each exactly as written.
+pub(crate) fn read_redo(bytes: &[u8]) -> Vec<RedoRecord> {
     let mut records = Vec::new();
     let mut rest = bytes;
     let mut current = None;
     while rest.len() >= REDO_HEADER {
         let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-        if len < REDO_HEADER - 4 || rest.len() < 4 + len {
+        if len < REDO_HEADER - 4 || rest.len() - 4 < len {
             break;
         }
-        let epoch = u64::from_le_bytes(rest[4..12].try_into().expect("8 bytes"));
+        let frame = &rest[..4 + len];
+        if u32::from_le_bytes(frame[4..8].try_into().expect("4 bytes")) != redo_checksum(frame) {
+            break;
+        }
+        let epoch = u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes"));
         if *current.get_or_insert(epoch) != epoch {
             break;
         }
-        let kind = rest[12];
-        match serde_json::from_slice::<TaskRecord>(&rest[REDO_HEADER..4 + len]) {
-            Ok(task) if matches!(kind, REDO_INSERT | REDO_UPDATE) => records.push((kind, task)),
+        let payload = &frame[REDO_HEADER..];
+        let record = match frame[16] {
+            REDO_INSERT => serde_json::from_slice(payload).map(RedoRecord::Insert),
+            REDO_UPDATE => serde_json::from_slice(payload).map(RedoRecord::Update),
+            REDO_DELETE => serde_json::from_slice(payload).map(RedoRecord::Delete),
             _ => break,
+        };
+        match record {
+            Ok(record) => records.push(record),
+            Err(_) => break,
         }
         rest = &rest[4 + len..];
+    }
+    if !rest.is_empty() {
+        tracing::warn!(
+            records = records.len(),
+            ignored_bytes = rest.len(),
+            "the redo log ends in a torn or damaged record; replaying the records before it"
+        );
     }
     records
 }
@@ -383,12 +431,21 @@ fn read_redo(bytes: &[u8]) -> Vec<(u8, TaskRecord)> {
 /// Applies a redo log left by a process that died to SQLite, in one transaction. Records SQLite
 /// already holds (committed before the death) change nothing: inserts are `OR IGNORE` and
 /// updates apply only over an older, unfinished version.
-fn replay_redo(conn: &mut Connection, records: &[(u8, TaskRecord)]) -> Result<(), StoreError> {
+fn replay_redo(conn: &mut Connection, records: &[RedoRecord]) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(backend)?;
-    for (kind, task) in records {
+    for record in records {
+        let task = match record {
+            RedoRecord::Insert(task) | RedoRecord::Update(task) => task,
+            RedoRecord::Delete(ids) => {
+                for id in ids {
+                    tx.execute("DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
+                }
+                continue;
+            }
+        };
         let (status, expires, version, body) =
             (task.status.as_str(), expires_at(task), i64::try_from(task.version).unwrap_or(i64::MAX), encode(task));
-        if *kind == REDO_INSERT {
+        if matches!(record, RedoRecord::Insert(_)) {
             tx.execute(
                 "INSERT OR IGNORE INTO tasks (id, principal, owner, status, expires_at, version, body) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -404,6 +461,90 @@ fn replay_redo(conn: &mut Connection, records: &[(u8, TaskRecord)]) -> Result<()
         .map_err(backend)?;
     }
     tx.commit().map_err(backend)
+}
+
+/// Entry points for the fuzz targets in `core/fuzz` (feature `fuzzing`): the redo log's framing
+/// and replay, and the decoding of stored rows, without files or threads. Not a stable API.
+#[cfg(feature = "fuzzing")]
+pub mod fuzz {
+    use super::{
+        REDO_DELETE, REDO_INSERT, REDO_UPDATE, RedoRecord, SCHEMA, StoreError, TaskRecord, backend, decode, encode,
+        expires_at,
+    };
+    use rusqlite::{Connection, params};
+
+    /// One record of the redo log (the fuzz targets' copy of the store's own).
+    #[derive(Clone, Debug, PartialEq)]
+    pub enum Logged {
+        /// A task inserted.
+        Insert(TaskRecord),
+        /// A task updated.
+        Update(TaskRecord),
+        /// Tasks a purge deleted.
+        Delete(Vec<String>),
+    }
+
+    /// One redo record as [`super::SqliteStore`] appends it.
+    pub fn redo_frame(epoch: u64, record: &Logged) -> Vec<u8> {
+        let mut frame = Vec::new();
+        match record {
+            Logged::Insert(task) => super::redo_frame(&mut frame, epoch, REDO_INSERT, task),
+            Logged::Update(task) => super::redo_frame(&mut frame, epoch, REDO_UPDATE, task),
+            Logged::Delete(ids) => super::redo_frame(&mut frame, epoch, REDO_DELETE, ids),
+        }
+        .expect("a record serializes");
+        frame
+    }
+
+    /// The records replay would apply from `log`.
+    pub fn read_redo(log: &[u8]) -> Vec<Logged> {
+        super::read_redo(log)
+            .into_iter()
+            .map(|record| match record {
+                RedoRecord::Insert(task) => Logged::Insert(task),
+                RedoRecord::Update(task) => Logged::Update(task),
+                RedoRecord::Delete(ids) => Logged::Delete(ids),
+            })
+            .collect()
+    }
+
+    /// Replays `log` as opening a store does, over a fresh in-memory database already holding
+    /// `stored` (committed before the crash), and returns every row after it, by id.
+    pub fn replay(stored: &[TaskRecord], log: &[u8]) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut conn = Connection::open_in_memory().map_err(backend)?;
+        conn.execute_batch(SCHEMA).map_err(backend)?;
+        for task in stored {
+            conn.execute(
+                "INSERT INTO tasks (id, principal, owner, status, expires_at, version, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    task.id,
+                    task.principal,
+                    task.owner,
+                    task.status.as_str(),
+                    expires_at(task),
+                    i64::try_from(task.version).unwrap_or(i64::MAX),
+                    encode(task)
+                ],
+            )
+            .map_err(backend)?;
+        }
+        super::replay_redo(&mut conn, &super::read_redo(log))?;
+        let mut statement = conn.prepare("SELECT id, body FROM tasks ORDER BY id").map_err(backend)?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)))
+            .map_err(backend)?;
+        rows.map(|row| {
+            let (id, body) = row.map_err(backend)?;
+            decode(&id, &body)
+        })
+        .collect()
+    }
+
+    /// Decodes a stored row's body as every read does.
+    pub fn decode_row(id: &str, body: &[u8]) -> Result<TaskRecord, StoreError> {
+        decode(id, body)
+    }
 }
 
 /// Tasks in one SQLite file (WAL). One host process may open a file at a time; a second open
@@ -592,7 +733,7 @@ impl SqliteStore {
         if self.queue.state.lock().closed {
             return Err(StoreError::Closed);
         }
-        state.append(kind, task)?;
+        state.append(kind, task.as_ref())?;
         state.appended += 1;
         let seq = state.appended;
         state.pending.insert(task.id.clone(), (seq, Arc::clone(task)));
@@ -688,7 +829,7 @@ fn writer_loop(mut conn: Connection, queue: &Queue, readers: &Readers, redo: Opt
             break;
         }
         let results = loop {
-            match commit_group(&mut conn, &group) {
+            match commit_group(&mut conn, &group, redo) {
                 Ok(results) => break results,
                 // Logged writes were promised to callers: keep trying (they stay readable from
                 // memory, and in the log for a restart). Waiting callers get the error.
@@ -754,14 +895,18 @@ fn idle_checkpoint(conn: &Connection, readers: &Readers) {
 
 /// Runs a group in one transaction: the outer error is the transaction's, the inner ones each
 /// write's (SQLite undoes only the failed statement, so the rest of the group still commits).
-fn commit_group(conn: &mut Connection, group: &[Job]) -> Result<Vec<Result<Written, StoreError>>, StoreError> {
+fn commit_group(
+    conn: &mut Connection,
+    group: &[Job],
+    redo: Option<&Redo>,
+) -> Result<Vec<Result<Written, StoreError>>, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(backend)?;
-    let results: Vec<Result<Written, StoreError>> = group.iter().map(|job| apply(&tx, &job.write)).collect();
+    let results: Vec<Result<Written, StoreError>> = group.iter().map(|job| apply(&tx, &job.write, redo)).collect();
     tx.commit().map_err(backend)?;
     Ok(results)
 }
 
-fn apply(tx: &rusqlite::Transaction<'_>, write: &Write) -> Result<Written, StoreError> {
+fn apply(tx: &rusqlite::Transaction<'_>, write: &Write, redo: Option<&Redo>) -> Result<Written, StoreError> {
     match write {
         Write::Insert(task) => {
             let mut stmt = tx
@@ -807,15 +952,31 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write) -> Result<Written, Store
             Ok(Written::Update(if changed == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict }))
         }
         Write::Purge(before, limit) => {
-            let mut stmt = tx
-                .prepare_cached(
-                    "DELETE FROM tasks WHERE id IN \
-                     (SELECT id FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2)",
+            let mut select = tx
+                .prepare_cached("SELECT id FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2")
+                .map_err(backend)?;
+            let ids = select
+                .query_map(
+                    params![i64::try_from(*before).unwrap_or(i64::MAX), i64::try_from(*limit).unwrap_or(i64::MAX)],
+                    |row| row.get::<_, String>(0),
                 )
+                .map_err(backend)?
+                .collect::<Result<Vec<String>, _>>()
                 .map_err(backend)?;
-            let deleted = stmt
-                .execute(params![i64::try_from(*before).unwrap_or(i64::MAX), i64::try_from(*limit).unwrap_or(i64::MAX)])
-                .map_err(backend)?;
+            if ids.is_empty() {
+                return Ok(Written::Purged(0));
+            }
+            // Logged before the delete commits: the log may still hold these tasks' inserts
+            // (its records are kept until every logged write is committed, and a rewound log
+            // keeps its bytes), which a replay after a crash would otherwise bring back.
+            if let Some(redo) = redo {
+                redo.state.lock().append(REDO_DELETE, &ids)?;
+            }
+            let mut delete = tx.prepare_cached("DELETE FROM tasks WHERE id = ?1").map_err(backend)?;
+            let mut deleted = 0;
+            for id in &ids {
+                deleted += delete.execute(params![id]).map_err(backend)?;
+            }
             Ok(Written::Purged(deleted))
         }
         Write::Flush => Ok(Written::Done),
@@ -964,6 +1125,59 @@ mod tests {
         assert_eq!(store.get("c").await.unwrap().unwrap().status, TaskStatus::Cancelled, "terminal rows never change");
         assert!(store.get("d").await.unwrap().is_none(), "a torn record is not a write");
         assert_eq!(store.count().await.unwrap(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purged_task_is_not_brought_back_by_replaying_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let redo_path = dir.path().join("t.db-redo");
+        let mut task = TaskRecord::new("gone".into(), "p".into(), "o".into(), "t".into(), 0, Some(10), None);
+        let keep = record("kept");
+        let store = SqliteStore::open(&path).unwrap();
+        store.insert(&Arc::new(task.clone())).await.unwrap();
+        store.insert(&Arc::new(keep.clone())).await.unwrap();
+        task.apply(20, TaskEvent::Expire).unwrap();
+        store.update(&Arc::new(task.clone()), 1).await.unwrap();
+        assert_eq!(store.purge(1_000, 100).await.unwrap(), 1);
+        // A crash now: the log (rewound, not truncated) still holds the insert of `gone`.
+        let log = std::fs::read(&redo_path).unwrap();
+        std::mem::forget(store);
+        assert!(
+            read_redo(&log).iter().any(|r| matches!(r, RedoRecord::Delete(ids) if ids == &["gone"])),
+            "the purge is in the log"
+        );
+        let dir2 = tempfile::tempdir().unwrap();
+        std::fs::copy(&path, dir2.path().join("t.db")).unwrap();
+        for suffix in ["-wal", "-shm"] {
+            let from = dir.path().join(format!("t.db{suffix}"));
+            if from.exists() {
+                std::fs::copy(&from, dir2.path().join(format!("t.db{suffix}"))).unwrap();
+            }
+        }
+        std::fs::write(dir2.path().join("t.db-redo"), &log).unwrap();
+        let reopened = SqliteStore::open(dir2.path().join("t.db")).unwrap();
+        assert!(reopened.get("gone").await.unwrap().is_none(), "a purged task stays purged");
+        assert!(reopened.get("kept").await.unwrap().is_some());
+    }
+
+    #[test]
+    fn a_damaged_record_that_still_parses_ends_the_log() {
+        let mut a = record("a");
+        let mut log = frame(7, REDO_INSERT, &a);
+        a.apply(2, TaskEvent::SetStatusMessage("m".into())).unwrap();
+        let update = frame(7, REDO_UPDATE, &a);
+        let at = log.len();
+        log.extend(&update);
+        log.extend(frame(7, REDO_INSERT, &record("b")));
+        assert_eq!(read_redo(&log).len(), 3);
+        // One bit of the version's digit (`2` becomes `0`): still a valid record, not the one written.
+        let digit = at + update.windows(10).position(|w| w == b"\"version\":").unwrap() + 10;
+        assert_eq!(log[digit], b'2');
+        log[digit] ^= 0b10;
+        let read = read_redo(&log);
+        assert_eq!(read.len(), 1, "the damaged record and everything after it are not replayed");
+        assert!(matches!(&read[0], RedoRecord::Insert(task) if task.id == "a"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
