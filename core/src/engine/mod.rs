@@ -614,14 +614,22 @@ impl Engine {
     }
 
     /// Applies `event` to task `id` through the one transition function, wherever the task lives.
+    ///
+    /// The work is boxed: every tool future that awaits a status change, an input request or
+    /// its result would otherwise carry this whole state machine (the store write and the
+    /// notifications) inline for its entire life, sleeping or not; boxed, it costs a pointer
+    /// and one short-lived allocation per change.
     pub(crate) async fn change(&self, id: &str, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
-        match self.live(id) {
-            Some(live) => self.change_live(&live, event).await,
-            None => {
-                let stored = self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?;
-                self.change_stored(stored, event).await
+        Box::pin(async move {
+            match self.live(id) {
+                Some(live) => self.change_live(&live, event).await,
+                None => {
+                    let stored = self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?;
+                    self.change_stored(stored, event).await
+                }
             }
-        }
+        })
+        .await
     }
 
     async fn change_live(&self, live: &Arc<Live>, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {

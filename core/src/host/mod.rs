@@ -26,7 +26,7 @@ pub use stdio::STDIO_PRINCIPAL;
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
 
 use crate::engine::{Engine, Served, Subscription};
-use crate::protocol::negotiation::Dispatch;
+use crate::protocol::negotiation::{Dispatch, Envelope};
 use crate::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Routed,
     ToolCallRoute, ToolEntry, input_required_result,
@@ -107,6 +107,7 @@ impl HostBuilder {
                 principal: self.principal,
                 dispatcher,
                 state_key: self.state_key,
+                envelopes: Envelopes::default(),
             }),
         }
     }
@@ -118,6 +119,34 @@ struct Inner {
     principal: PrincipalFn,
     dispatcher: Dispatcher,
     state_key: Vec<u8>,
+    envelopes: Envelopes,
+}
+
+/// The envelopes of recent tool calls, shared between the calls that sent the same one. A
+/// running task keeps its call's envelope for its whole life, and a parsed envelope is a few
+/// small JSON maps (about 1 KB); clients send the same one with every call, so ten thousand
+/// tasks of a few clients share a few copies. Bounded: once it holds [`Envelopes::MAX`], new
+/// envelopes are simply not shared.
+#[derive(Default)]
+struct Envelopes(parking_lot::Mutex<std::collections::HashMap<String, Arc<Envelope>>>);
+
+impl Envelopes {
+    const MAX: usize = 256;
+
+    fn share(&self, envelope: Envelope) -> Arc<Envelope> {
+        let key =
+            serde_json::to_string(&(&envelope.protocol_version, &envelope.client_capabilities, &envelope.client_info))
+                .expect("JSON values serialize");
+        let mut known = self.0.lock();
+        if let Some(shared) = known.get(&key) {
+            return Arc::clone(shared);
+        }
+        let envelope = Arc::new(envelope);
+        if known.len() < Self::MAX {
+            known.insert(key, Arc::clone(&envelope));
+        }
+        envelope
+    }
 }
 
 /// The HTTP host. Cheap to clone.
@@ -222,7 +251,7 @@ impl Host {
             input_responses: route.input_responses,
             state,
             principal: principal.to_owned(),
-            envelope: route.envelope,
+            envelope: self.inner.envelopes.share(route.envelope),
         };
         if let Prepared::InputRequired { input_requests, state } =
             unpanicked(tool.handler.prepare(&call)).await.map_err(Failure::Tool)?
@@ -240,17 +269,22 @@ impl Host {
                 let (created, ctx) =
                     engine.create_task(principal, &tool.name, tool.options).await.map_err(|e| e.to_protocol())?;
                 let handler = Arc::clone(&tool.handler);
+                // Boxed into the spawned future and moved out into the (boxed) run, so the
+                // spawned future keeps a pointer, not a second, dead copy of the call.
+                let call = Box::new(call);
                 tokio::spawn(async move {
                     let cancel = ctx.cancellation();
-                    let run = unpanicked(handler.run(call, RunContext::task(ctx.handle())));
+                    let run = unpanicked(handler.run(*call, RunContext::task(ctx.handle())));
                     // Cancellation drops the work future; the task is already `cancelled`.
                     let outcome = tokio::select! {
                         outcome = run => Some(outcome),
                         () = cancel.cancelled() => None,
                     };
+                    // Boxed: inline, the finishing step would be carried by every running
+                    // task's future for its whole life (see `Engine::change`).
                     let finished = match outcome {
-                        Some(Ok(result)) => ctx.complete(result).await,
-                        Some(Err(error)) => ctx.fail(error).await,
+                        Some(Ok(result)) => Box::pin(ctx.complete(result)).await,
+                        Some(Err(error)) => Box::pin(ctx.fail(error)).await,
                         None => return,
                     };
                     if let Err(e) = finished {

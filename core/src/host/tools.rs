@@ -23,8 +23,9 @@ pub struct ToolCall {
     pub state: Option<Value>,
     /// The caller's principal.
     pub principal: String,
-    /// The request's `_meta` envelope (capabilities, client info).
-    pub envelope: Envelope,
+    /// The request's `_meta` envelope (capabilities, client info), shared with other calls that
+    /// sent the same one.
+    pub envelope: Arc<Envelope>,
 }
 
 /// What the MRTR phase decided.
@@ -203,8 +204,18 @@ where
         F: Fn(ToolCall, RunContext) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<Value, RpcError>> + Send + 'static,
     {
-        async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
-            (self.0)(call, ctx).await
+        // Written out (not `async fn`): boxing the closure's future itself, instead of an async
+        // block awaiting it, keeps one copy of the call in memory for the task's life, not two.
+        fn run<'life0, 'async_trait>(
+            &'life0 self,
+            call: ToolCall,
+            ctx: RunContext,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, RpcError>> + Send + 'async_trait>>
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin((self.0)(call, ctx))
         }
     }
 
