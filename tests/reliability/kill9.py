@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Kill -9 trials: does a server lose or strand an acknowledged task when it dies at a random moment?
+
+Each trial starts the server on a fresh SQLite file (the embedded default, redo log included),
+lets 8 clients create tasks as fast as they can (a sleeping tool, so they stay `working`, plus
+some that finish at once), kills the whole process with SIGKILL at a random moment between 0.3
+and 2.5 s, restarts it on the same file, and reads back every task whose CreateTaskResult a
+client received:
+
+- acknowledged: CreateTaskResults received before the kill;
+- lost: acknowledged tasks the restarted server does not know (-32602);
+- stuck: acknowledged tasks still `working` or `input_required` after the restart (the host
+  must fail what the dead process was running, at start-up).
+
+    tests/reliability/kill9.py rust|python|node [--trials 20] [--seed N]
+
+Prints one line per trial and a total; exits 1 if any task was lost or stuck. Not part of CI
+(a minute or more per server); the README's Reliability section quotes its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from servers import KINDS, Client, Server, build, log
+
+WRITERS = 8
+
+
+def trial(kind: str, rng: random.Random) -> tuple[int, int, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = f"sqlite://{Path(tmp) / 'tasks.db'}"
+        server = Server(kind, store)
+        acked: list[str] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def writer(w: int) -> None:
+            client = Client(server.port, timeout=10)
+            n = 0
+            while not stop.is_set():
+                n += 1
+                # One in eight finishes at once, so completed records are in flight too.
+                seconds = 0 if n % 8 == 0 else 60
+                try:
+                    answer = client.call(
+                        "tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": f"w{w}-{n}"}}
+                    )
+                except (OSError, ValueError):
+                    continue  # the server died mid-request: not acknowledged
+                task_id = (answer.get("result") or {}).get("taskId")
+                if task_id is not None:
+                    with lock:
+                        acked.append(task_id)
+            client.close()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.3, 2.5))
+        server.kill()
+        stop.set()
+        for t in threads:
+            t.join()
+        with lock:
+            acknowledged = list(acked)
+
+        server = Server(kind, store)
+        try:
+            client = Client(server.port)
+            lost = stuck = 0
+            for task_id in acknowledged:
+                answer = client.call("tasks/get", {"taskId": task_id})
+                result = answer.get("result")
+                if result is None:
+                    lost += 1
+                elif result.get("status") in ("working", "input_required"):
+                    stuck += 1
+            client.close()
+        finally:
+            server.kill()
+        return len(acknowledged), lost, stuck
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("server", choices=KINDS)
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 32)
+    rng = random.Random(seed)
+    build(args.server)
+    log(f"{args.server}: {args.trials} trials, seed {seed}")
+    totals = [0, 0, 0]
+    started = time.monotonic()
+    for n in range(1, args.trials + 1):
+        acknowledged, lost, stuck = trial(args.server, rng)
+        totals = [totals[0] + acknowledged, totals[1] + lost, totals[2] + stuck]
+        print(f"trial {n:2}: acknowledged {acknowledged:6}  lost {lost}  stuck {stuck}", flush=True)
+    print(
+        f"{args.server}: {args.trials} trials in {time.monotonic() - started:.0f} s: "
+        f"acknowledged {totals[0]}  lost {totals[1]}  stuck {totals[2]}",
+        flush=True,
+    )
+    return 1 if totals[1] or totals[2] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

