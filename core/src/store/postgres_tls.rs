@@ -155,13 +155,19 @@ fn roots(file: Option<&str>) -> Result<RootCertStore, String> {
 fn connector(mode: Mode, root_file: Option<&str>) -> Result<MakeRustlsConnect, String> {
     let provider = provider();
     let verifier: Arc<dyn ServerCertVerifier> = match mode {
-        Mode::Disable | Mode::Prefer | Mode::Require => Arc::new(Unverified(Arc::clone(&provider))),
+        Mode::Disable | Mode::Prefer | Mode::Require => {
+            Arc::new(Relaxed { chain: None, provider: Arc::clone(&provider) })
+        }
         Mode::VerifyCa | Mode::VerifyFull => {
             let webpki =
                 WebPkiServerVerifier::builder_with_provider(Arc::new(roots(root_file)?), Arc::clone(&provider))
                     .build()
                     .map_err(|e| e.to_string())?;
-            if mode == Mode::VerifyCa { Arc::new(ChainOnly(webpki)) } else { webpki }
+            if mode == Mode::VerifyCa {
+                Arc::new(Relaxed { chain: Some(webpki), provider: Arc::clone(&provider) })
+            } else {
+                webpki
+            }
         }
     };
     let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -173,53 +179,18 @@ fn connector(mode: Mode, root_file: Option<&str>) -> Result<MakeRustlsConnect, S
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// `prefer` and `require` without a root file: encrypted, the certificate not checked (libpq's
-/// meaning of those modes). The handshake signatures are still checked, so the session key
-/// belongs to whoever holds the presented certificate's key.
+/// The modes that check less than rustls would: `prefer` and `require` without a root file
+/// (`chain: None`: encrypted, the certificate not checked) and `verify-ca` (`chain: Some`: the
+/// chain must reach a trusted root; the name in the certificate may differ from the host
+/// connected to), as libpq means them. The handshake signatures are checked either way, so the
+/// session key belongs to whoever holds the presented certificate's key.
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Relaxed {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain must reach a trusted root; the name in the certificate may differ from
-/// the host connected to.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Relaxed {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -228,8 +199,9 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else { return Ok(ServerCertVerified::assertion()) };
         // webpki checks the chain before the name, so a name error means the chain was trusted.
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -243,7 +215,7 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -252,11 +224,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
