@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tasks::store::fuzz::{Logged, read_redo, redo_frame, replay};
+use mcp_tasks::store::fuzz::{RedoRecord, read_redo, redo_frame, replay};
 use mcp_tasks_protocol::{RpcError, TaskEvent, TaskRecord};
 use serde_json::json;
 
@@ -29,12 +29,12 @@ impl Input<'_> {
     }
 }
 
-fn apply(state: &mut BTreeMap<String, TaskRecord>, record: &Logged) {
+fn apply(state: &mut BTreeMap<String, TaskRecord>, record: &RedoRecord) {
     match record {
-        Logged::Insert(task) => {
+        RedoRecord::Insert(task) => {
             state.entry(task.id.clone()).or_insert_with(|| task.clone());
         }
-        Logged::Update(task) => {
+        RedoRecord::Update(task) => {
             if let Some(stored) = state.get_mut(&task.id)
                 && stored.version < task.version
                 && !stored.status.is_terminal()
@@ -42,7 +42,7 @@ fn apply(state: &mut BTreeMap<String, TaskRecord>, record: &Logged) {
                 *stored = task.clone();
             }
         }
-        Logged::Delete(ids) => {
+        RedoRecord::Delete(ids) => {
             for id in ids {
                 state.remove(id);
             }
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = read_redo(data);
     let mut input = Input(data);
     let epoch = u64::from(input.byte()) + 1;
-    let mut writes: Vec<Logged> = Vec::new();
+    let mut writes: Vec<RedoRecord> = Vec::new();
     let mut live: Vec<TaskRecord> = Vec::new();
     for step in 0..usize::from(input.byte() % 24) {
         let now = 1_000 + step as u64;
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
         if live.is_empty() || choice % 4 == 0 {
             let ttl = (choice % 8 == 0).then_some(u64::from(input.byte()));
             let task = TaskRecord::new(format!("t{step:02}"), "alice".into(), "o".into(), input.text(), now, ttl, None);
-            writes.push(Logged::Insert(task.clone()));
+            writes.push(RedoRecord::Insert(task.clone()));
             live.push(task);
             continue;
         }
@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
             let (gone, kept): (Vec<TaskRecord>, Vec<TaskRecord>) = live.drain(..).partition(|t| t.status.is_terminal());
             live = kept;
             if !gone.is_empty() {
-                writes.push(Logged::Delete(gone.into_iter().map(|t| t.id).collect()));
+                writes.push(RedoRecord::Delete(gone.into_iter().map(|t| t.id).collect()));
             }
             if live.is_empty() {
                 continue;
@@ -88,7 +88,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let task = &mut live[at];
         if task.apply(now, event).is_ok() {
-            writes.push(Logged::Update(task.clone()));
+            writes.push(RedoRecord::Update(task.clone()));
         }
     }
     // The log is rewound (not truncated) once SQLite holds every logged write: the writes
@@ -117,7 +117,8 @@ fuzz_target!(|data: &[u8]| {
     // (a record is committed only after its append returned).
     let damage = input.byte();
     if damage & 1 != 0 && current > committed_bytes {
-        let at = committed_bytes + (usize::from(input.byte()) << 8 | usize::from(input.byte())) % (current - committed_bytes);
+        let at = committed_bytes
+            + (usize::from(input.byte()) << 8 | usize::from(input.byte())) % (current - committed_bytes);
         log.truncate(at);
     }
     // Damage no crash makes (a disk's): up to three flipped bits anywhere.

@@ -24,7 +24,11 @@ static DISPATCHERS: LazyLock<[Dispatcher; 2]> = LazyLock::new(|| {
             ..DispatcherConfig::default()
         });
         for (name, mode) in [("sync", TaskMode::Forbidden), ("job", TaskMode::Optional), ("must", TaskMode::Required)] {
-            d.add_tool(ToolEntry { name: name.into(), mode, listing: json!({ "name": name, "inputSchema": {"type": "object"} }) });
+            d.add_tool(ToolEntry {
+                name: name.into(),
+                mode,
+                listing: json!({ "name": name, "inputSchema": {"type": "object"} }),
+            });
         }
         d
     })

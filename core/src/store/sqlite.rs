@@ -274,7 +274,9 @@ const REDO_DELETE: u8 = 5;
 
 /// One record of the redo log, as replay reads it.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum RedoRecord {
+// Public only through `store::fuzz` (feature `fuzzing`).
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+pub enum RedoRecord {
     /// A task inserted.
     Insert(TaskRecord),
     /// A task updated (applied only over an older, unfinished stored version).
@@ -388,7 +390,7 @@ fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
 /// epoch (left from before a rewind), or a torn, damaged or unreadable one (a write cut short by
 /// a power loss, a flipped bit), ends it. So what it returns is always a prefix of the records
 /// appended since the last rewind, each exactly as written.
-pub(crate) fn read_redo(bytes: &[u8]) -> Vec<RedoRecord> {
+fn read_redo(bytes: &[u8]) -> Vec<RedoRecord> {
     let mut records = Vec::new();
     let mut rest = bytes;
     let mut current = None;
@@ -467,45 +469,28 @@ fn replay_redo(conn: &mut Connection, records: &[RedoRecord]) -> Result<(), Stor
 /// and replay, and the decoding of stored rows, without files or threads. Not a stable API.
 #[cfg(feature = "fuzzing")]
 pub mod fuzz {
-    use super::{
-        REDO_DELETE, REDO_INSERT, REDO_UPDATE, RedoRecord, SCHEMA, StoreError, TaskRecord, backend, decode, encode,
-        expires_at,
-    };
-    use rusqlite::{Connection, params};
+    use std::sync::Arc;
 
-    /// One record of the redo log (the fuzz targets' copy of the store's own).
-    #[derive(Clone, Debug, PartialEq)]
-    pub enum Logged {
-        /// A task inserted.
-        Insert(TaskRecord),
-        /// A task updated.
-        Update(TaskRecord),
-        /// Tasks a purge deleted.
-        Delete(Vec<String>),
-    }
+    use rusqlite::Connection;
+
+    pub use super::RedoRecord;
+    use super::{REDO_DELETE, REDO_INSERT, REDO_UPDATE, SCHEMA, StoreError, TaskRecord, Write, backend, decode};
 
     /// One redo record as [`super::SqliteStore`] appends it.
-    pub fn redo_frame(epoch: u64, record: &Logged) -> Vec<u8> {
+    pub fn redo_frame(epoch: u64, record: &RedoRecord) -> Vec<u8> {
         let mut frame = Vec::new();
         match record {
-            Logged::Insert(task) => super::redo_frame(&mut frame, epoch, REDO_INSERT, task),
-            Logged::Update(task) => super::redo_frame(&mut frame, epoch, REDO_UPDATE, task),
-            Logged::Delete(ids) => super::redo_frame(&mut frame, epoch, REDO_DELETE, ids),
+            RedoRecord::Insert(task) => super::redo_frame(&mut frame, epoch, REDO_INSERT, task),
+            RedoRecord::Update(task) => super::redo_frame(&mut frame, epoch, REDO_UPDATE, task),
+            RedoRecord::Delete(ids) => super::redo_frame(&mut frame, epoch, REDO_DELETE, ids),
         }
         .expect("a record serializes");
         frame
     }
 
     /// The records replay would apply from `log`.
-    pub fn read_redo(log: &[u8]) -> Vec<Logged> {
+    pub fn read_redo(log: &[u8]) -> Vec<RedoRecord> {
         super::read_redo(log)
-            .into_iter()
-            .map(|record| match record {
-                RedoRecord::Insert(task) => Logged::Insert(task),
-                RedoRecord::Update(task) => Logged::Update(task),
-                RedoRecord::Delete(ids) => Logged::Delete(ids),
-            })
-            .collect()
     }
 
     /// Replays `log` as opening a store does, over a fresh in-memory database already holding
@@ -513,22 +498,12 @@ pub mod fuzz {
     pub fn replay(stored: &[TaskRecord], log: &[u8]) -> Result<Vec<TaskRecord>, StoreError> {
         let mut conn = Connection::open_in_memory().map_err(backend)?;
         conn.execute_batch(SCHEMA).map_err(backend)?;
+        // Through the writer's own insert, as SQLite got them before the crash.
+        let tx = conn.transaction().map_err(backend)?;
         for task in stored {
-            conn.execute(
-                "INSERT INTO tasks (id, principal, owner, status, expires_at, version, body) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    task.id,
-                    task.principal,
-                    task.owner,
-                    task.status.as_str(),
-                    expires_at(task),
-                    i64::try_from(task.version).unwrap_or(i64::MAX),
-                    encode(task)
-                ],
-            )
-            .map_err(backend)?;
+            super::apply(&tx, &Write::Insert(Arc::new(task.clone())), None)?;
         }
+        tx.commit().map_err(backend)?;
         super::replay_redo(&mut conn, &super::read_redo(log))?;
         let mut statement = conn.prepare("SELECT id, body FROM tasks ORDER BY id").map_err(backend)?;
         let rows = statement
