@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from servers import KINDS, Client, Server, build, log
+from servers import KINDS, Client, Server, build, log, task_id
 
 WRITERS = 8
 
@@ -48,15 +48,12 @@ def trial(kind: str, rng: random.Random) -> tuple[int, int, int]:
                 # One in eight finishes at once, so completed records are in flight too.
                 seconds = 0 if n % 8 == 0 else 60
                 try:
-                    answer = client.call(
-                        "tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": f"w{w}-{n}"}}
-                    )
+                    created = task_id(client.sleep_task(seconds, f"w{w}-{n}"))
                 except (OSError, ValueError):
                     continue  # the server died mid-request: not acknowledged
-                task_id = (answer.get("result") or {}).get("taskId")
-                if task_id is not None:
+                if created is not None:
                     with lock:
-                        acked.append(task_id)
+                        acked.append(created)
             client.close()
 
         threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
@@ -74,12 +71,11 @@ def trial(kind: str, rng: random.Random) -> tuple[int, int, int]:
         try:
             client = Client(server.port)
             lost = stuck = 0
-            for task_id in acknowledged:
-                answer = client.call("tasks/get", {"taskId": task_id})
-                result = answer.get("result")
-                if result is None:
+            for acked_id in acknowledged:
+                status = client.status(acked_id)
+                if status is None:
                     lost += 1
-                elif result.get("status") in ("working", "input_required"):
+                elif status in ("working", "input_required"):
                     stuck += 1
             client.close()
         finally:

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from servers import KINDS, Client, Server, build, log
+from servers import KINDS, Client, Server, build, log, task_id
 
 CREATORS = 16
 
@@ -65,12 +65,11 @@ def run(server: Server, args: argparse.Namespace) -> int:
     # Warm-up: short tasks through every code path, then the pollers' connections.
     warm = Client(server.port)
     for n in range(500):
-        answer = warm.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0, "label": f"warm{n}"}})
+        answer = warm.sleep_task(0, f"warm{n}")
         if "result" not in answer:
             count_error(str(answer))
     warm.close()
     pollers = [Client(server.port) for _ in range(args.pollers)]
-    first = created_first = None
 
     def poll(client: Client) -> None:
         nonlocal polls
@@ -99,28 +98,25 @@ def run(server: Server, args: argparse.Namespace) -> int:
     for t in poll_threads:
         t.start()
 
-    sleep = args.sleep
+    # Long enough to outlast the creates: a minute plus a second per 200 tasks.
+    tool_sleep = args.sleep if args.sleep is not None else 60 + args.tasks / 200
     started = time.monotonic()
     per_creator = args.tasks // CREATORS
 
     def create(w: int) -> None:
         client = Client(server.port)
         for n in range(per_creator + (1 if w < args.tasks % CREATORS else 0)):
-            # Long enough to outlast the creates: a minute plus a second per 200 tasks.
-            seconds = sleep if sleep is not None else 60 + args.tasks / 200
             try:
-                answer = client.call(
-                    "tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": f"c{w}-{n}"}}
-                )
+                answer = client.sleep_task(tool_sleep, f"c{w}-{n}")
             except (OSError, ValueError) as e:
                 count_error(f"create: {e}")
                 continue
-            task_id = (answer.get("result") or {}).get("taskId")
-            if task_id is None:
+            new = task_id(answer)
+            if new is None:
                 count_error(str(answer))
             else:
                 with lock:
-                    created.append(task_id)
+                    created.append(new)
         client.close()
 
     creators = [threading.Thread(target=create, args=(w,)) for w in range(CREATORS)]
@@ -141,13 +137,10 @@ def run(server: Server, args: argparse.Namespace) -> int:
     # Every task still in flight? (The sleep outlasts the creates by design.)
     checker = Client(server.port)
     sample = random.Random(1).sample(created, min(200, len(created)))
-    in_flight = sum(
-        1 for t in sample if (checker.call("tasks/get", {"taskId": t}).get("result") or {}).get("status") == "working"
-    )
+    in_flight = sum(1 for t in sample if checker.status(t) == "working")
     log(f"created {len(created)} in {create_seconds:.1f} s; {in_flight}/{len(sample)} sampled still working")
     # The pollers read on until the tool's sleep is over; then every task is checked (without
     # them: a lone checker behind 100 busy connections would take many minutes).
-    tool_sleep = sleep if sleep is not None else 60 + args.tasks / 200
     time.sleep(max(0.0, started + create_seconds + tool_sleep - time.monotonic()))
     stop.set()
     for t in poll_threads:
@@ -156,11 +149,7 @@ def run(server: Server, args: argparse.Namespace) -> int:
     deadline = time.monotonic() + 600
     pending = list(created)
     while pending and time.monotonic() < deadline:
-        pending = [
-            t
-            for t in pending
-            if (checker.call("tasks/get", {"taskId": t}).get("result") or {}).get("status") not in ("completed",)
-        ]
+        pending = [t for t in pending if checker.status(t) != "completed"]
         if pending:
             time.sleep(2)
     checker.close()

@@ -150,5 +150,19 @@ class Client:
         return json.loads(text)
 
 
+    def sleep_task(self, seconds: float, label: str) -> dict[str, Any]:
+        """Calls the fixture tool `slow_compute` as a task; returns the JSON-RPC response."""
+        return self.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": label}})
+
+    def status(self, task_id: str) -> str | None:
+        """The task's status, or None when the server answers an error (an unknown task)."""
+        return (self.call("tasks/get", {"taskId": task_id}).get("result") or {}).get("status")
+
+
+def task_id(answer: dict[str, Any]) -> str | None:
+    """The task id of a CreateTaskResult response, or None for any other answer."""
+    return (answer.get("result") or {}).get("taskId")
+
+
 def log(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
