@@ -36,11 +36,7 @@ pub struct HttpReply {
 }
 
 fn http_reply(reply: &Reply) -> HttpReply {
-    let mut headers: HashMap<String, String> =
-        reply.headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-    if let Some(content_type) = reply.content_type() {
-        headers.insert("content-type".to_owned(), content_type.to_owned());
-    }
+    let headers: HashMap<String, String> = reply.all_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
     HttpReply { status: u32::from(reply.status), headers, body: String::from_utf8_lossy(&reply.body()).into_owned() }
 }
 

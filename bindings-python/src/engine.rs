@@ -519,12 +519,8 @@ impl PyServer {
             // to `handle`/`listen` with the caller mcp's auth derived).
             match dispatcher.read().handle_http(&request, Some("")) {
                 Decision::Reply(reply) => {
-                    let mut out: Vec<(String, String)> =
-                        reply.headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-                    if let Some(content_type) = reply.content_type() {
-                        out.push(("content-type".to_owned(), content_type.to_owned()));
-                    }
-                    Some((reply.status, out, reply.body()))
+                    let headers = reply.all_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
+                    Some((reply.status, headers, reply.body()))
                 }
                 Decision::Route(_) | Decision::Delegate => None,
             }

@@ -156,6 +156,12 @@ impl Reply {
         }
     }
 
+    /// Every header to send: the `Content-Type` of [`Reply::body`] (when there is one), then
+    /// [`Reply::headers`]. Names are lower case.
+    pub fn all_headers(&self) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+        self.content_type().map(|ct| ("content-type", ct)).into_iter().chain(self.headers.iter().copied())
+    }
+
     /// The `Content-Type` of [`Reply::body`], if it has one.
     pub fn content_type(&self) -> Option<&'static str> {
         match (&self.message, self.sse) {

@@ -58,10 +58,8 @@ pub fn envelope(capabilities: &Value, client_info: &Value) -> Value {
 }
 
 /// Encodes a header value: plain if it is safe visible ASCII, else `=?base64?…?=` (the protocol
-/// crate's rule, [`crate::protocol::headers::encode_value`]).
-pub fn header_value(value: &str) -> String {
-    crate::protocol::headers::encode_value(value)
-}
+/// crate's rule, kept under the client's name).
+pub use crate::protocol::headers::encode_value as header_value;
 
 /// The Streamable HTTP transport.
 #[derive(Clone, Debug)]

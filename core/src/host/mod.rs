@@ -338,10 +338,7 @@ fn http_reply(reply: &Reply) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, reply.body()).into_response();
     let headers = response.headers_mut();
-    if let Some(content_type) = reply.content_type() {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    }
-    for (name, value) in &reply.headers {
+    for (name, value) in reply.all_headers() {
         headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
     }
     response
