@@ -18,8 +18,12 @@
 //!   through the engine; what a program without an MCP SDK embeds.
 //! - [`client`] (feature `client`): the task client — calls tools, follows tasks by polling and
 //!   notifications, answers input, cancels, persists task references and resumes after restart.
+//! - [`admin`] (feature `sqlite`): operating a store from outside its servers (list, show,
+//!   cancel, purge, tail, stats), safe on a live store; the `mcp-tasks` CLI (`core/cli`) prints it.
 //! - [`clock`]: where time and ids come from.
 
+#[cfg(feature = "sqlite")]
+pub mod admin;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod clock;

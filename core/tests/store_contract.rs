@@ -131,6 +131,9 @@ async fn a_store_that_skips_compare_and_set_is_caught() {
         async fn count(&self) -> Result<u64, StoreError> {
             self.0.count().await
         }
+        async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+            self.0.purge_finished(now_ms, updated_before_ms, limit).await
+        }
     }
 
     struct LaxUnderTest;

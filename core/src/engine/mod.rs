@@ -27,7 +27,7 @@ use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{
     CreateTaskResult, DetailedTask, InputResponses, ProtocolError, ResultType, TaskEvent, TaskRecord, TransitionError,
 };
-use crate::store::{LiveQuota, StoreError, TaskStore, UpdateOutcome};
+use crate::store::{AdminAction, AdminOutcome, LiveQuota, StoreError, TaskStore, UpdateOutcome};
 
 /// Size limits on what clients and tools hand the engine, in bytes of serialized JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +179,8 @@ pub struct SweepReport {
     pub purged: usize,
     /// Unfinished tasks of dead workers, now `failed` (shared stores).
     pub orphaned: usize,
+    /// Operator requests applied (`mcp-tasks cancel|purge` on a store this process owns).
+    pub admin: usize,
 }
 
 pub(crate) struct Waiter {
@@ -772,7 +774,44 @@ impl Engine {
                 break;
             }
         }
+        for request in self.inner.store.admin_requests(64).await? {
+            let outcome = self.apply_admin(&request.action).await;
+            tracing::info!(seq = request.seq, action = ?request.action, outcome = ?outcome, "operator request applied");
+            self.inner.store.finish_admin_request(request.seq, &outcome).await?;
+            report.admin += 1;
+        }
         Ok(report)
+    }
+
+    /// Applies an operator's request: a cancel goes through the transition function like
+    /// `tasks/cancel` (so terminal states stay final and the work's token fires), a purge
+    /// deletes only terminal tasks.
+    pub async fn apply_admin(&self, action: &AdminAction) -> AdminOutcome {
+        match action {
+            AdminAction::Cancel { task_id } => match self.change(task_id, TaskEvent::Cancel).await {
+                Ok(_) => AdminOutcome::Cancelled,
+                Err(EngineError::Transition(TransitionError::Terminal(status))) => {
+                    AdminOutcome::AlreadyTerminal { status }
+                }
+                Err(EngineError::Protocol(ProtocolError::TaskNotFound(_))) => AdminOutcome::NotFound,
+                Err(e) => AdminOutcome::Failed { message: e.to_string() },
+            },
+            AdminAction::Purge { updated_before_ms } => {
+                let now = self.inner.clock.now_ms();
+                let mut count = 0;
+                loop {
+                    match self.inner.store.purge_finished(now, *updated_before_ms, 4096).await {
+                        Ok(n) => {
+                            count += n;
+                            if n < 4096 {
+                                break AdminOutcome::Purged { count };
+                            }
+                        }
+                        Err(e) => break AdminOutcome::Failed { message: e.to_string() },
+                    }
+                }
+            }
+        }
     }
 
     /// Runs [`Engine::sweep`] every `sweep_interval` until the returned handle is aborted.

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! What is checked, by name: `insert_then_get`, `compare_and_set`, `terminal_rows_are_frozen`,
-//! `unfinished_lists_live_tasks`, `expiry_and_purge`, `insert_within_caps`, and, when
+//! `unfinished_lists_live_tasks`, `expiry_and_purge`, `insert_within_caps`,
+//! `operator_purge_takes_terminal_tasks_only`, and, when
 //! [`StoreUnderTest::again`] gives another handle, `durable_across_handles`; on a
 //! [shared](TaskStore::shared) store also `change_feed` and `leases`.
 
@@ -146,6 +147,24 @@ async fn expiry_and_purge(store: Arc<dyn TaskStore>) -> Check {
     ensure(store.count().await.map_err(store_err)? == 2, || "count after purge is not 2".into())
 }
 
+async fn operator_purge_takes_terminal_tasks_only(store: Arc<dyn TaskStore>) -> Check {
+    // c-8a completes at NOW + 1; c-8b is live; c-8c's TTL ended but nothing expired it yet.
+    let a = record("c-8a", "alice", "w1", None);
+    store.insert(&Arc::new(a.clone())).await.map_err(store_err)?;
+    store
+        .update(&Arc::new(after(&a, TaskEvent::Complete(json!({"content": []})))), a.version)
+        .await
+        .map_err(store_err)?;
+    store.insert(&Arc::new(record("c-8b", "alice", "w1", None))).await.map_err(store_err)?;
+    store.insert(&Arc::new(record("c-8c", "alice", "w1", Some(1_000)))).await.map_err(store_err)?;
+    let none = store.purge_finished(NOW + 5_000, NOW, 100).await.map_err(store_err)?;
+    ensure(none == 0, || format!("a purge of tasks last changed before c-8a's completion deleted {none}"))?;
+    let one = store.purge_finished(NOW + 5_000, NOW + 1, 100).await.map_err(store_err)?;
+    ensure(one == 1, || format!("a purge at c-8a's completion deleted {one}, not 1"))?;
+    ensure(store.get("c-8a").await.map_err(store_err)?.is_none(), || "the purged terminal task is readable".into())?;
+    ensure(store.count().await.map_err(store_err)? == 2, || "an operator's purge deleted a live task".into())
+}
+
 async fn insert_within_caps(store: Arc<dyn TaskStore>) -> Check {
     let quota = LiveQuota { per_principal: Some(1), total: Some(2) };
     store.insert_within(&Arc::new(record("c-6a", "alice", "w1", None)), quota).await.map_err(store_err)?;
@@ -219,6 +238,10 @@ pub async fn check(under_test: &dyn StoreUnderTest) -> Vec<String> {
     note("unfinished_lists_live_tasks", unfinished_lists_live_tasks(under_test.fresh().await).await);
     note("expiry_and_purge", expiry_and_purge(under_test.fresh().await).await);
     note("insert_within_caps", insert_within_caps(under_test.fresh().await).await);
+    note(
+        "operator_purge_takes_terminal_tasks_only",
+        operator_purge_takes_terminal_tasks_only(under_test.fresh().await).await,
+    );
 
     let store = under_test.fresh().await;
     let first = record("c-7", "alice", "w1", None);

@@ -88,4 +88,19 @@ impl TaskStore for MemoryStore {
     async fn count(&self) -> Result<u64, StoreError> {
         Ok(self.tasks.read().len() as u64)
     }
+
+    async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let mut tasks = self.tasks.write();
+        let doomed: Vec<String> = tasks
+            .values()
+            .filter(|t| t.status.is_terminal())
+            .filter(|t| t.updated_at_ms <= updated_before_ms || t.expires_at_ms().is_some_and(|at| at <= now_ms))
+            .take(limit)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in &doomed {
+            tasks.remove(id);
+        }
+        Ok(doomed.len())
+    }
 }

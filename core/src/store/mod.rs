@@ -13,11 +13,11 @@
 pub mod contract;
 mod memory;
 #[cfg(feature = "postgres")]
-mod postgres;
+pub(crate) mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_tls;
 #[cfg(feature = "sqlite")]
-mod sqlite;
+pub(crate) mod sqlite;
 
 use std::sync::Arc;
 
@@ -153,6 +153,59 @@ pub enum UpdateOutcome {
     Conflict,
 }
 
+/// An operator's request (`mcp-tasks cancel|purge` on a store that a live host process owns),
+/// queued in the store for that process's engine, which applies it at its next sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminRequest {
+    /// The request's sequence number in the store.
+    pub seq: u64,
+    /// What to do.
+    pub action: AdminAction,
+}
+
+/// What an operator asked for.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum AdminAction {
+    /// Cancel one task, as `tasks/cancel` would (its work's cancellation token fires).
+    Cancel {
+        /// The task.
+        task_id: String,
+    },
+    /// Delete terminal tasks whose TTL ended, or that last changed at or before `updated_before_ms`.
+    Purge {
+        /// Unix ms: terminal tasks last changed at or before it go.
+        updated_before_ms: u64,
+    },
+}
+
+/// How an [`AdminRequest`] ended.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum AdminOutcome {
+    /// The task was cancelled (it was `working` or `input_required`).
+    Cancelled,
+    /// The task was terminal already and stays as it was.
+    AlreadyTerminal {
+        /// Its status.
+        status: crate::protocol::TaskStatus,
+    },
+    /// No such task.
+    NotFound,
+    /// A purge deleted this many tasks.
+    Purged {
+        /// How many.
+        count: usize,
+    },
+    /// The request could not be applied; the message says why.
+    Failed {
+        /// Why.
+        message: String,
+    },
+}
+
 /// Durable storage of task records.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
@@ -197,6 +250,24 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// How many tasks are stored.
     async fn count(&self) -> Result<u64, StoreError>;
+
+    /// Deletes up to `limit` terminal tasks whose TTL ended at or before `now_ms` or that last
+    /// changed at or before `updated_before_ms` (an operator's purge); returns how many. Never
+    /// touches a task that is still `working` or `input_required`. This default refuses.
+    async fn purge_finished(&self, _now_ms: u64, _updated_before_ms: u64, _limit: usize) -> Result<usize, StoreError> {
+        Err(StoreError::Backend("this store does not support operator purges".into()))
+    }
+
+    /// Operator requests waiting for the engine that owns this store, oldest first, at most
+    /// `limit` (the SQLite store, which one host process owns; none otherwise).
+    async fn admin_requests(&self, _limit: usize) -> Result<Vec<AdminRequest>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Records how the engine applied operator request `seq`.
+    async fn finish_admin_request(&self, _seq: u64, _outcome: &AdminOutcome) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// True when other processes write this store too. The engine then does not fail every
     /// unfinished task at start-up; worker leases decide which tasks are orphans.

@@ -26,7 +26,10 @@ use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome, backend, decode, en
 use crate::protocol::TaskRecord;
 
 /// The channel the change trigger notifies on.
-const CHANNEL: &str = "mcp_tasks";
+pub(crate) const CHANNEL: &str = "mcp_tasks";
+
+/// The channel the creation trigger notifies on (only `mcp-tasks tail` listens).
+pub(crate) const CREATED_CHANNEL: &str = "mcp_tasks_created";
 
 /// Versioned migrations; entry `n` brings the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -65,6 +68,17 @@ CREATE TABLE mcp_tasks_workers (
 ",
     r"
 CREATE INDEX mcp_tasks_live_principal ON mcp_tasks (principal) WHERE status IN ('working', 'input_required');
+",
+    // Creations on their own channel, which the workers do not listen to: `mcp-tasks tail`
+    // does, to show a task from its creation (updates come on `mcp_tasks`).
+    r"
+CREATE FUNCTION mcp_tasks_notify_created() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mcp_tasks_created', NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER mcp_tasks_created AFTER INSERT ON mcp_tasks
+    FOR EACH ROW EXECUTE FUNCTION mcp_tasks_notify_created();
 ",
 ];
 
@@ -111,11 +125,11 @@ impl PostgresStore {
         Ok(Self { pool, changes, listener })
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(backend)
     }
 
-    async fn records(
+    pub(crate) async fn records(
         &self,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
@@ -156,6 +170,52 @@ async fn migrate(pool: &deadpool_postgres::Pool) -> Result<(), StoreError> {
 
 /// Opens the `LISTEN` connection and forwards notified ids to `changes` until aborted. A lost
 /// connection is reopened after a pause; changes made meanwhile are seen by the next poll or read.
+/// True when the database at `url` has this library's tables (a server used it), without
+/// creating them as [`PostgresStore::connect`] would.
+pub(crate) async fn has_tables(url: &str) -> Result<bool, StoreError> {
+    let postgres_tls::Connection { config, tls } = postgres_tls::parse(url)?;
+    let (client, connection) = config.connect(tls).await.map_err(backend)?;
+    let driver = tokio::spawn(connection);
+    let row = client.query_one("SELECT to_regclass('mcp_tasks') IS NOT NULL", &[]).await.map_err(backend);
+    drop(client);
+    let _ = driver.await;
+    Ok(row?.get(0))
+}
+
+/// Listens on `channels` over one connection of its own (`mcp-tasks tail`): yields each
+/// notification's payload (a task id) until the connection ends, which ends the stream.
+pub(crate) async fn listen_to(
+    url: &str,
+    channels: &[&str],
+) -> Result<impl futures::Stream<Item = Result<String, StoreError>> + use<>, StoreError> {
+    let postgres_tls::Connection { config, tls } = postgres_tls::parse(url)?;
+    let (client, mut connection) = config.connect(tls).await.map_err(backend)?;
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let driver = tokio::spawn(async move {
+        let mut stream = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = stream.next().await {
+            let item = match message {
+                Ok(AsyncMessage::Notification(n)) => Ok(n.payload().to_owned()),
+                Ok(_) => continue,
+                Err(e) => Err(backend(e)),
+            };
+            let failed = item.is_err();
+            if tx.unbounded_send(item).is_err() || failed {
+                break;
+            }
+        }
+    });
+    for channel in channels {
+        client.batch_execute(&format!("LISTEN {channel}")).await.map_err(backend)?;
+    }
+    // The client must outlive the stream (dropping it closes the connection); the driver task
+    // ends with the connection.
+    Ok(futures::stream::unfold((rx, client, driver), |(mut rx, client, driver)| async move {
+        let item = rx.next().await?;
+        Some((item, (rx, client, driver)))
+    }))
+}
+
 async fn listen(
     config: tokio_postgres::Config,
     tls: MakeRustlsConnect,
@@ -380,6 +440,26 @@ impl TaskStore for PostgresStore {
             .await
             .map_err(backend)?;
         let deleted = client.execute(&statement, &[&int(before_ms), &int(limit as u64)]).await.map_err(backend)?;
+        Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+    }
+
+    async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        // The last change is only in the record's JSON: an operator's purge scans terminal
+        // rows, which no hot path does.
+        let statement = client
+            .prepare_cached(
+                "DELETE FROM mcp_tasks WHERE id IN (SELECT id FROM mcp_tasks \
+                 WHERE status IN ('completed', 'failed', 'cancelled') AND \
+                 ((expires_at IS NOT NULL AND expires_at <= $1) \
+                  OR (convert_from(body, 'UTF8')::jsonb->>'updated_at_ms')::bigint <= $2) LIMIT $3)",
+            )
+            .await
+            .map_err(backend)?;
+        let deleted = client
+            .execute(&statement, &[&int(now_ms), &int(updated_before_ms), &int(limit as u64)])
+            .await
+            .map_err(backend)?;
         Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
     }
 

@@ -29,7 +29,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -40,7 +40,7 @@ use parking_lot::{Condvar, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
+use super::{AdminAction, AdminOutcome, AdminRequest, StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
 use crate::protocol::TaskRecord;
 
 /// The most writes committed in one transaction.
@@ -95,13 +95,28 @@ CREATE INDEX IF NOT EXISTS tasks_expiry ON tasks(expires_at) WHERE expires_at IS
 CREATE TRIGGER IF NOT EXISTS tasks_terminal_immutable BEFORE UPDATE ON tasks
     WHEN OLD.status IN ('completed', 'failed', 'cancelled')
     BEGIN SELECT RAISE(ABORT, 'terminal tasks never change'); END;
-PRAGMA user_version = 1;
+CREATE TABLE IF NOT EXISTS admin_requests (
+    seq INTEGER PRIMARY KEY,
+    request TEXT NOT NULL,
+    requested_at INTEGER NOT NULL,
+    done_at INTEGER,
+    outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS admin_requests_pending ON admin_requests(seq) WHERE done_at IS NULL;
+PRAGMA user_version = 2;
 ";
 
 enum Write {
     Insert(Arc<TaskRecord>),
     Update(Arc<TaskRecord>, u64),
     Purge(u64, usize),
+    /// An operator's purge: `(now_ms, updated_before_ms, limit)`.
+    PurgeFinished(u64, u64, usize),
+    /// Reads up to this many pending operator requests (on the writer's connection, which sees
+    /// what another process wrote; a reader's snapshot may predate it).
+    AdminTake(usize),
+    /// Records an operator request's outcome (JSON).
+    AdminDone(u64, String),
     /// Writes nothing: answered once every write queued before it is committed.
     Flush,
 }
@@ -110,6 +125,7 @@ enum Written {
     Done,
     Update(UpdateOutcome),
     Purged(usize),
+    Admin(Vec<AdminRequest>),
 }
 
 /// A read connection and the commit generation its open read transaction (if any) saw.
@@ -152,7 +168,7 @@ impl Write {
     fn record(&self) -> Option<&Arc<TaskRecord>> {
         match self {
             Self::Insert(task) | Self::Update(task, _) => Some(task),
-            Self::Purge(..) | Self::Flush => None,
+            Self::Purge(..) | Self::PurgeFinished(..) | Self::AdminTake(_) | Self::AdminDone(..) | Self::Flush => None,
         }
     }
 }
@@ -522,8 +538,9 @@ pub mod fuzz {
     }
 }
 
-/// Tasks in one SQLite file (WAL). One host process may open a file at a time; a second open
-/// fails with [`StoreError::Locked`].
+/// Tasks in one SQLite file (WAL). One host process may open a file at a time (it holds a lock
+/// on `<file>.lock`, which names its process id); a second open fails with
+/// [`StoreError::Locked`].
 pub struct SqliteStore {
     path: PathBuf,
     /// The writer thread's queue.
@@ -540,6 +557,64 @@ impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
     }
+}
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Deletes `ids` (a purge), logging them first when there is a redo log.
+fn delete_ids(tx: &rusqlite::Transaction<'_>, ids: &[String], redo: Option<&Redo>) -> Result<Written, StoreError> {
+    if ids.is_empty() {
+        return Ok(Written::Purged(0));
+    }
+    // Logged before the delete commits: the log may still hold these tasks' inserts (its
+    // records are kept until every logged write is committed, and a rewound log keeps its
+    // bytes), which a replay after a crash would otherwise bring back.
+    if let Some(redo) = redo {
+        redo.state.lock().append(REDO_DELETE, &ids)?;
+    }
+    let mut delete = tx.prepare_cached("DELETE FROM tasks WHERE id = ?1").map_err(backend)?;
+    let mut deleted = 0;
+    for id in ids {
+        deleted += delete.execute(params![id]).map_err(backend)?;
+    }
+    Ok(Written::Purged(deleted))
+}
+
+fn finish_admin(tx: &rusqlite::Transaction<'_>, seq: u64, outcome: &str) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE admin_requests SET done_at = ?2, outcome = ?3 WHERE seq = ?1")
+        .map_err(backend)?
+        .execute(params![int(seq), now_ms(), outcome])
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Queues an operator request in the store at `conn` (another process's connection: the
+/// `mcp-tasks` admin CLI) for the host process that owns it; returns its sequence number.
+pub(crate) fn enqueue_admin(conn: &Connection, action: &AdminAction) -> Result<u64, StoreError> {
+    let request = serde_json::to_string(action).expect("requests serialize");
+    conn.execute("INSERT INTO admin_requests (request, requested_at) VALUES (?1, ?2)", params![request, now_ms()])
+        .map_err(backend)?;
+    Ok(u64::try_from(conn.last_insert_rowid()).unwrap_or(0))
+}
+
+/// The outcome of queued request `seq`, once its host applied it.
+pub(crate) fn admin_outcome(conn: &Connection, seq: u64) -> Result<Option<AdminOutcome>, StoreError> {
+    let outcome: Option<String> = conn
+        .query_row("SELECT outcome FROM admin_requests WHERE seq = ?1", params![int(seq)], |row| row.get(0))
+        .map_err(backend)?;
+    outcome
+        .map(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::Corrupt { id: format!("admin request {seq}"), reason: e.to_string() })
+        })
+        .transpose()
 }
 
 fn expires_at(task: &TaskRecord) -> Option<i64> {
@@ -565,6 +640,8 @@ impl SqliteStore {
         // One host process per file: the engine fails every unfinished task at start-up as
         // abandoned, which is only right if no other live process is running them.
         lock.try_lock().map_err(|_| StoreError::Locked(path.display().to_string()))?;
+        // Who holds it, for an operator's tools (`mcp-tasks` names the process); advisory only.
+        let _ = lock.set_len(0).and_then(|()| (&lock).write_all(std::process::id().to_string().as_bytes()));
 
         let mut writer_conn = Connection::open(&path).map_err(backend)?;
         writer_conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(backend)?;
@@ -703,7 +780,7 @@ impl SqliteStore {
                 }
                 REDO_UPDATE
             }
-            Write::Purge(..) | Write::Flush => unreachable!("only inserts and updates are logged"),
+            _ => unreachable!("only inserts and updates are logged"),
         };
         if self.queue.state.lock().closed {
             return Err(StoreError::Closed);
@@ -931,28 +1008,55 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write, redo: Option<&Redo>) -> 
                 .prepare_cached("SELECT id FROM tasks WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2")
                 .map_err(backend)?;
             let ids = select
-                .query_map(
-                    params![i64::try_from(*before).unwrap_or(i64::MAX), i64::try_from(*limit).unwrap_or(i64::MAX)],
-                    |row| row.get::<_, String>(0),
-                )
+                .query_map(params![int(*before), int(*limit as u64)], |row| row.get::<_, String>(0))
                 .map_err(backend)?
                 .collect::<Result<Vec<String>, _>>()
                 .map_err(backend)?;
-            if ids.is_empty() {
-                return Ok(Written::Purged(0));
+            delete_ids(tx, &ids, redo)
+        }
+        Write::PurgeFinished(now, updated_before, limit) => {
+            // The last change is only in the record's JSON: an operator's purge scans terminal
+            // rows, which no hot path does.
+            let mut select = tx
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE status IN ('completed', 'failed', 'cancelled') AND \
+                     ((expires_at IS NOT NULL AND expires_at <= ?1) \
+                      OR json_extract(CAST(body AS TEXT), '$.updated_at_ms') <= ?2) LIMIT ?3",
+                )
+                .map_err(backend)?;
+            let ids = select
+                .query_map(params![int(*now), int(*updated_before), int(*limit as u64)], |row| row.get::<_, String>(0))
+                .map_err(backend)?
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(backend)?;
+            delete_ids(tx, &ids, redo)
+        }
+        Write::AdminTake(limit) => {
+            let mut select = tx
+                .prepare_cached("SELECT seq, request FROM admin_requests WHERE done_at IS NULL ORDER BY seq LIMIT ?1")
+                .map_err(backend)?;
+            let rows = select
+                .query_map(params![int(*limit as u64)], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)?;
+            let mut requests = Vec::with_capacity(rows.len());
+            for (seq, request) in rows {
+                let seq = u64::try_from(seq).unwrap_or(0);
+                match serde_json::from_str(&request) {
+                    Ok(action) => requests.push(AdminRequest { seq, action }),
+                    // Another version's request, or a damaged one: answered, never retried.
+                    Err(e) => {
+                        let outcome = AdminOutcome::Failed { message: format!("unreadable request {request:?}: {e}") };
+                        finish_admin(tx, seq, &serde_json::to_string(&outcome).expect("outcomes serialize"))?;
+                    }
+                }
             }
-            // Logged before the delete commits: the log may still hold these tasks' inserts
-            // (its records are kept until every logged write is committed, and a rewound log
-            // keeps its bytes), which a replay after a crash would otherwise bring back.
-            if let Some(redo) = redo {
-                redo.state.lock().append(REDO_DELETE, &ids)?;
-            }
-            let mut delete = tx.prepare_cached("DELETE FROM tasks WHERE id = ?1").map_err(backend)?;
-            let mut deleted = 0;
-            for id in &ids {
-                deleted += delete.execute(params![id]).map_err(backend)?;
-            }
-            Ok(Written::Purged(deleted))
+            Ok(Written::Admin(requests))
+        }
+        Write::AdminDone(seq, outcome) => {
+            finish_admin(tx, *seq, outcome)?;
+            Ok(Written::Done)
         }
         Write::Flush => Ok(Written::Done),
     }
@@ -1013,6 +1117,25 @@ impl TaskStore for SqliteStore {
              AND status IN ('working', 'input_required') LIMIT ?2",
             params![i64::try_from(now_ms).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX)],
         )
+    }
+
+    async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        match self.write(Write::PurgeFinished(now_ms, updated_before_ms, limit)).await? {
+            Written::Purged(n) => Ok(n),
+            _ => unreachable!("a purge answers with a count"),
+        }
+    }
+
+    async fn admin_requests(&self, limit: usize) -> Result<Vec<AdminRequest>, StoreError> {
+        match self.write(Write::AdminTake(limit)).await? {
+            Written::Admin(requests) => Ok(requests),
+            _ => unreachable!("a take answers with requests"),
+        }
+    }
+
+    async fn finish_admin_request(&self, seq: u64, outcome: &AdminOutcome) -> Result<(), StoreError> {
+        let outcome = serde_json::to_string(outcome).expect("outcomes serialize");
+        self.write(Write::AdminDone(seq, outcome)).await.map(|_| ())
     }
 
     async fn purge(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {

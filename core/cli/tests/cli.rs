@@ -1,0 +1,93 @@
+//! The `mcp-tasks` binary against a SQLite store: its output, its exit statuses and its errors.
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use mcp_tasks::Engine;
+use mcp_tasks::engine::TaskOptions;
+use mcp_tasks::store::SqliteStore;
+use serde_json::{Value, json};
+
+fn cli(store: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-tasks")).arg("--store").arg(store).args(args).output().expect("runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A store whose host stopped, with a completed `report` and a `watch` left working.
+async fn store(dir: &tempfile::TempDir) -> (String, String, String) {
+    let store = Arc::new(SqliteStore::open(dir.path().join("tasks.db")).unwrap());
+    let engine = Engine::builder(store.clone()).build().await.unwrap();
+    let (done, ctx) = engine.create_task("alice", "report", TaskOptions::default()).await.unwrap();
+    ctx.complete(json!({"content": [{"type": "text", "text": "ok"}]})).await.unwrap();
+    let (working, ctx) = engine.create_task("bob", "watch", TaskOptions::default()).await.unwrap();
+    std::mem::forget(ctx);
+    drop(engine);
+    store.close();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    (url, done.task.task_id, working.task.task_id)
+}
+
+#[tokio::test]
+async fn list_show_stats_cancel_and_purge_print_what_they_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, done, working) = store(&dir).await;
+
+    let list = cli(&url, &["list"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let lines: Vec<String> = stdout(&list).lines().map(str::to_owned).collect();
+    assert!(lines[0].starts_with("ID") && lines[0].contains("STATUS"), "{lines:?}");
+    assert!(lines[1].starts_with(&working) && lines[2].starts_with(&done), "newest first: {lines:?}");
+
+    let json = cli(&url, &["list", "--status", "completed", "--json"]);
+    let rows: Vec<Value> = stdout(&json).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0]["taskId"].as_str(), rows[0]["tool"].as_str()), (Some(done.as_str()), Some("report")));
+
+    let show = cli(&url, &["show", &done]);
+    let shown: Value = serde_json::from_str(&stdout(&show)).unwrap();
+    assert_eq!(shown["status"], "completed");
+    assert_eq!(shown["principal"], "alice");
+    assert_eq!(shown["resultType"], "complete", "as tasks/get answers it");
+
+    let stats = cli(&url, &["stats", "--json"]);
+    let counts: Value = serde_json::from_str(&stdout(&stats)).unwrap();
+    assert_eq!(counts.as_array().map(Vec::len), Some(2));
+
+    let cancel = cli(&url, &["cancel", &working]);
+    assert_eq!((cancel.status.code(), stdout(&cancel)), (Some(0), format!("cancelled {working}\n")));
+    let again = cli(&url, &["cancel", &done]);
+    assert_eq!(stdout(&again), format!("{done} is already completed; unchanged\n"));
+    let unknown = cli(&url, &["cancel", "nope"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("no task nope"));
+
+    let purge = cli(&url, &["purge", "--older-than", "0s"]);
+    assert_eq!(stdout(&purge), "purged 2 tasks\n");
+    assert_eq!(stdout(&cli(&url, &["list"])).lines().last(), Some("(no tasks)"));
+}
+
+#[test]
+fn bad_stores_and_arguments_are_clear_errors_with_their_exit_statuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!("sqlite://{}", dir.path().join("absent.db").display());
+    let output = cli(&missing, &["list"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("the file does not exist"), "{}", stderr(&output));
+
+    let output = cli("redis://x", &["stats"]);
+    assert!(stderr(&output).contains("use sqlite:///path"), "{}", stderr(&output));
+
+    let output = cli(&missing, &["list", "--older-than", "3 weeks"]);
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_mcp-tasks")).arg("stats").env_remove("MCP_TASKS_STORE").output().unwrap();
+    assert!(stderr(&output).contains("--store URL or set MCP_TASKS_STORE"), "{}", stderr(&output));
+}

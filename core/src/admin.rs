@@ -1,0 +1,653 @@
+//! Operating a task store from outside its servers: list, show, cancel, purge, tail and stats
+//! over a store URL (`sqlite:///path/tasks.db`, `postgres://...`). The `mcp-tasks` admin CLI
+//! (`core/cli`) and `python -m mcp_tasks` are this module with argument parsing and printing.
+//!
+//! Safe on a live store:
+//! - **Reads never block a server.** On SQLite they use a connection of their own (WAL: readers
+//!   and the host's writer never wait for each other) and see what the host has committed; its
+//!   group commits follow an acknowledged write by milliseconds. On PostgreSQL they are plain
+//!   queries.
+//! - **Writes go through the same rules as the servers'.** A cancel is the transition function's
+//!   `Cancel` applied with a compare-and-set on the record's version, so a terminal task stays as
+//!   it is; a purge deletes terminal tasks only. On a SQLite file that a live host process owns,
+//!   the admin never writes a task itself: it queues the request in the store, and that host's
+//!   engine applies it at its next sweep (every second by default), so the work's cancellation
+//!   token fires and listeners hear the change. With no live host, the admin opens the store
+//!   itself (replaying the redo log a dead host left) and applies the request. On PostgreSQL the
+//!   compare-and-set update fires the change trigger every worker listens to, so the worker
+//!   running the task stops its work.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, params_from_iter};
+
+use crate::protocol::{TaskEvent, TaskRecord, TaskStatus, TransitionError};
+use crate::store::sqlite::{admin_outcome, enqueue_admin};
+use crate::store::{AdminAction, AdminOutcome, SqliteStore, StoreError, TaskStore, UpdateOutcome};
+
+/// Why an admin operation failed. Nothing was changed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The URL names no store this build can operate.
+    #[error("store URL {0}")]
+    InvalidUrl(String),
+    /// The SQLite file does not exist.
+    #[error("no task store at {0}: the file does not exist")]
+    NoStore(PathBuf),
+    /// The database holds no mcp-tasks tables.
+    #[error("{0} is not an mcp-tasks store: it has no tasks table (no mcp-tasks server has used it)")]
+    NotAStore(String),
+    /// The SQLite file stayed locked past the busy timeout.
+    #[error("{path} is locked{}", holder_text(*.pid))]
+    Locked {
+        /// The file.
+        path: PathBuf,
+        /// The process that holds it, when its lock file names one.
+        pid: Option<u32>,
+    },
+    /// An argument was refused; the message says which and why.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The store failed; the source says how.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn holder_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!(" by process {pid} (the mcp-tasks host that owns it)"),
+        None => " by another process".to_owned(),
+    }
+}
+
+impl From<rusqlite::Error> for AdminError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(StoreError::Backend(Box::new(e)))
+    }
+}
+
+/// Which tasks `list` shows; every set field must match.
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    /// Only this status.
+    pub status: Option<TaskStatus>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only this principal.
+    pub principal: Option<String>,
+    /// Only tasks created at or before this time (Unix ms): older than an age.
+    pub created_before_ms: Option<u64>,
+    /// Only tasks created at or after this time (Unix ms): younger than an age.
+    pub created_after_ms: Option<u64>,
+    /// At most this many, newest first (`None`: all).
+    pub limit: Option<usize>,
+}
+
+/// How many tasks of one tool are in one status.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StatusCount {
+    /// The status.
+    pub status: String,
+    /// The tool.
+    pub tool: String,
+    /// How many.
+    pub count: u64,
+}
+
+/// What became of a cancel or purge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied (by the admin itself, or by the live host it was queued for).
+    Done(AdminOutcome),
+    /// Queued for the live host process `pid`, which had not applied it within the wait; it
+    /// applies it at its next sweep.
+    Queued {
+        /// The request's sequence number.
+        seq: u64,
+        /// The host process.
+        pid: Option<u32>,
+    },
+}
+
+/// One change `tail` reports.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// A task's new state.
+    Task(Box<TaskRecord>),
+    /// A task that was being followed is gone (purged).
+    Gone(String),
+}
+
+/// A store opened for operating it.
+pub struct Admin {
+    backend: Backend,
+    /// How long a cancel or purge queued for a live SQLite host waits for its outcome.
+    wait: Duration,
+}
+
+enum Backend {
+    Sqlite(SqliteAdmin),
+    #[cfg(feature = "postgres")]
+    Postgres {
+        store: Box<crate::store::PostgresStore>,
+        url: String,
+    },
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.backend {
+            Backend::Sqlite(s) => format!("sqlite {}", s.path.display()),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { .. } => "postgres".to_owned(),
+        };
+        f.debug_struct("Admin").field("store", &kind).finish_non_exhaustive()
+    }
+}
+
+impl Admin {
+    /// Opens the store `url` names for operating it, without creating anything: a missing
+    /// SQLite file, or a database no server has used, is an error.
+    pub async fn open(url: &str) -> Result<Self, AdminError> {
+        let wait = Duration::from_secs(10);
+        if let Some(rest) = url.strip_prefix("sqlite://") {
+            let path = PathBuf::from(rest.split_once('?').map_or(rest, |(path, _)| path));
+            let admin = tokio::task::spawn_blocking(move || SqliteAdmin::open(path))
+                .await
+                .map_err(|e| StoreError::Backend(Box::new(e)))??;
+            return Ok(Self { backend: Backend::Sqlite(admin), wait });
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            {
+                if !crate::store::postgres::has_tables(url).await? {
+                    return Err(AdminError::NotAStore("the PostgreSQL database".to_owned()));
+                }
+                let store = Box::new(crate::store::PostgresStore::connect(url).await?);
+                return Ok(Self { backend: Backend::Postgres { store, url: url.to_owned() }, wait });
+            }
+            #[cfg(not(feature = "postgres"))]
+            return Err(AdminError::InvalidUrl(format!("{url:?}: this build has no PostgreSQL support")));
+        }
+        if url == "memory://" {
+            return Err(AdminError::InvalidUrl(
+                "\"memory://\": a memory store lives inside its server process; nothing outside it can see it".into(),
+            ));
+        }
+        Err(AdminError::InvalidUrl(format!("{url:?}: use sqlite:///path/to/tasks.db or postgres://user@host/db")))
+    }
+
+    /// Sets how long a cancel or purge queued for a live SQLite host waits for its outcome
+    /// (default 10 s; zero returns [`Applied::Queued`] at once).
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// The tasks `filter` selects, newest first (ids start with their creation time).
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<TaskRecord>, AdminError> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let filter = filter.clone();
+                s.blocking(move |s| s.list(&filter)).await
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => postgres_list(store, filter).await,
+        }
+    }
+
+    /// One task, as stored.
+    pub async fn show(&self, id: &str) -> Result<Option<TaskRecord>, AdminError> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let id = id.to_owned();
+                s.blocking(move |s| s.get(&id)).await
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => Ok(store.get(id).await?),
+        }
+    }
+
+    /// Task counts by status and tool.
+    pub async fn stats(&self) -> Result<Vec<StatusCount>, AdminError> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.blocking(SqliteAdmin::stats).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "SELECT status, convert_from(body, 'UTF8')::jsonb->>'tool', count(*) FROM mcp_tasks \
+                         GROUP BY 1, 2 ORDER BY 1, 2",
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                Ok(rows
+                    .iter()
+                    .map(|row| StatusCount {
+                        status: row.get(0),
+                        tool: row.get::<_, Option<String>>(1).unwrap_or_default(),
+                        count: u64::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Cancels task `id` as `tasks/cancel` would (see the module docs for how, per store).
+    pub async fn cancel(&self, id: &str) -> Result<Applied, AdminError> {
+        let action = AdminAction::Cancel { task_id: id.to_owned() };
+        match &self.backend {
+            Backend::Sqlite(s) => s.apply(action, self.wait).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => Ok(Applied::Done(direct_cancel(store.as_ref(), id).await?)),
+        }
+    }
+
+    /// Deletes terminal tasks whose TTL ended, and those that last changed at or before
+    /// `updated_before_ms` (Unix ms).
+    pub async fn purge(&self, updated_before_ms: u64) -> Result<Applied, AdminError> {
+        let action = AdminAction::Purge { updated_before_ms };
+        match &self.backend {
+            Backend::Sqlite(s) => s.apply(action, self.wait).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                Ok(Applied::Done(direct_purge(store.as_ref(), updated_before_ms).await?))
+            }
+        }
+    }
+
+    /// Follows the store: calls `each` with every task created or changed from now on (a task
+    /// created and finished between two looks on SQLite shows once, in its last state) until
+    /// `each` returns false. SQLite is looked at every `interval`; PostgreSQL pushes through its
+    /// change feed.
+    pub async fn tail(&self, interval: Duration, mut each: impl FnMut(Change) -> bool) -> Result<(), AdminError> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let mut follow = s.blocking(SqliteAdmin::start_tail).await?;
+                loop {
+                    tokio::time::sleep(interval).await;
+                    let (next, changes) = s.blocking(move |s| s.poll_tail(follow)).await?;
+                    follow = next;
+                    for change in changes {
+                        if !each(change) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, url } => {
+                use futures::StreamExt as _;
+                let channels = [crate::store::postgres::CHANNEL, crate::store::postgres::CREATED_CHANNEL];
+                let mut ids = std::pin::pin!(crate::store::postgres::listen_to(url, &channels).await?);
+                let mut seen: HashMap<String, u64> = HashMap::new();
+                while let Some(id) = ids.next().await {
+                    let id = id?;
+                    let change = match store.get(&id).await? {
+                        Some(task) if seen.get(&id) == Some(&task.version) => continue,
+                        Some(task) => {
+                            if task.status.is_terminal() {
+                                seen.remove(&id);
+                            } else {
+                                seen.insert(id, task.version);
+                            }
+                            Change::Task(Box::new(task))
+                        }
+                        None => Change::Gone(id),
+                    };
+                    if !each(change) {
+                        return Ok(());
+                    }
+                }
+                Err(StoreError::Backend("the PostgreSQL change feed's connection ended".into()).into())
+            }
+        }
+    }
+}
+
+/// Cancels through the transition function with a compare-and-set, on a store nothing else
+/// runs the task of (no live SQLite host), or whose workers adopt the change (PostgreSQL).
+async fn direct_cancel(store: &dyn TaskStore, id: &str) -> Result<AdminOutcome, AdminError> {
+    for _ in 0..8 {
+        let Some(mut task) = store.get(id).await? else {
+            return Ok(AdminOutcome::NotFound);
+        };
+        let expected = task.version;
+        match task.apply(crate::clock::Clock::now_ms(&crate::clock::SystemClock), TaskEvent::Cancel) {
+            Ok(_) => {}
+            Err(TransitionError::Terminal(status)) => return Ok(AdminOutcome::AlreadyTerminal { status }),
+            Err(e) => return Ok(AdminOutcome::Failed { message: e.to_string() }),
+        }
+        if store.update(&Arc::new(task), expected).await? == UpdateOutcome::Written {
+            return Ok(AdminOutcome::Cancelled);
+        }
+        // Another writer changed it first: read it again and decide again.
+    }
+    Ok(AdminOutcome::Failed { message: "the task kept changing under concurrent writers".into() })
+}
+
+async fn direct_purge(store: &dyn TaskStore, updated_before_ms: u64) -> Result<AdminOutcome, AdminError> {
+    let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+    let mut count = 0;
+    loop {
+        let n = store.purge_finished(now, updated_before_ms, 4096).await?;
+        count += n;
+        if n < 4096 {
+            return Ok(AdminOutcome::Purged { count });
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres_list(
+    store: &crate::store::PostgresStore,
+    filter: &ListFilter,
+) -> Result<Vec<TaskRecord>, AdminError> {
+    use tokio_postgres::types::ToSql;
+    let mut sql = String::from("SELECT id, body FROM mcp_tasks WHERE true");
+    let mut values: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    let mut bind = |sql: &mut String, clause: &str, value: Box<dyn ToSql + Sync + Send>| {
+        values.push(value);
+        sql.push_str(&clause.replace('?', &format!("${}", values.len())));
+    };
+    if let Some(status) = filter.status {
+        bind(&mut sql, " AND status = ?", Box::new(status.as_str().to_owned()));
+    }
+    if let Some(principal) = &filter.principal {
+        bind(&mut sql, " AND principal = ?", Box::new(principal.clone()));
+    }
+    if let Some(tool) = &filter.tool {
+        bind(&mut sql, " AND convert_from(body, 'UTF8')::jsonb->>'tool' = ?", Box::new(tool.clone()));
+    }
+    let created = " AND (convert_from(body, 'UTF8')::jsonb->>'created_at_ms')::bigint";
+    if let Some(before) = filter.created_before_ms {
+        bind(&mut sql, &format!("{created} <= ?"), Box::new(int(before)));
+    }
+    if let Some(after) = filter.created_after_ms {
+        bind(&mut sql, &format!("{created} >= ?"), Box::new(int(after)));
+    }
+    sql.push_str(" ORDER BY id DESC");
+    if let Some(limit) = filter.limit {
+        bind(&mut sql, " LIMIT ?", Box::new(int(limit as u64)));
+    }
+    let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
+    Ok(store.records(&sql, &params).await?)
+}
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A SQLite file, operated from another process than its host.
+struct SqliteAdmin {
+    path: PathBuf,
+    /// Read-write (to queue requests) but never creating: one connection, used on blocking threads.
+    conn: Arc<Mutex<Connection>>,
+}
+
+/// What `tail` on SQLite has seen: the last row, and the unfinished tasks with their versions.
+struct Follow {
+    last_seq: i64,
+    live: HashMap<String, u64>,
+}
+
+const STATUS_LIVE: &str = "status IN ('working', 'input_required')";
+
+impl SqliteAdmin {
+    fn open(path: PathBuf) -> Result<Self, AdminError> {
+        if !path.exists() {
+            return Err(AdminError::NoStore(path));
+        }
+        let conn =
+            Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        let tables: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tasks'", [], |row| {
+                row.get(0)
+            })?;
+        if tables == 0 {
+            return Err(AdminError::NotAStore(path.display().to_string()));
+        }
+        let admin = Self { path, conn: Arc::new(Mutex::new(conn)) };
+        // A redo log a dead host left holds acknowledged writes SQLite does not have yet: replay
+        // it (as the host's next start would) so reads are exact. Only when no host is live.
+        if admin.holder().is_none() && admin.redo_path().metadata().is_ok_and(|m| m.len() > 0) {
+            admin.owned_store()?.close();
+        }
+        Ok(admin)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Self) -> Result<T, AdminError> + Send + 'static,
+    ) -> Result<T, AdminError> {
+        let this = Self { path: self.path.clone(), conn: Arc::clone(&self.conn) };
+        tokio::task::spawn_blocking(move || work(&this)).await.map_err(|e| StoreError::Backend(Box::new(e)))?
+    }
+
+    fn sibling(&self, suffix: &str) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(suffix);
+        PathBuf::from(p)
+    }
+
+    fn redo_path(&self) -> PathBuf {
+        self.sibling("-redo")
+    }
+
+    /// The live host process that owns the file, if any: `Some(pid)` (pid unknown: `None`
+    /// inside) when its lock is held.
+    fn holder(&self) -> Option<Option<u32>> {
+        let lock = self.sibling(".lock");
+        let Ok(file) = File::options().read(true).write(true).open(&lock) else {
+            return None; // never opened by a host, or not ours to lock: no live host
+        };
+        if file.try_lock().is_ok() {
+            return None; // released when `file` drops
+        }
+        let mut text = String::new();
+        let _ = (&file).read_to_string(&mut text);
+        Some(text.trim().parse().ok())
+    }
+
+    /// The store itself, for a process that owns no live host: takes the lock.
+    fn owned_store(&self) -> Result<SqliteStore, AdminError> {
+        SqliteStore::open(&self.path).map_err(|e| match e {
+            StoreError::Locked(_) => AdminError::Locked { path: self.path.clone(), pid: self.holder().flatten() },
+            other => AdminError::Store(other),
+        })
+    }
+
+    fn map_busy(&self, e: rusqlite::Error) -> AdminError {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                AdminError::Locked { path: self.path.clone(), pid: self.holder().flatten() }
+            }
+            _ => e.into(),
+        }
+    }
+
+    fn records(&self, sql: &str, values: &[rusqlite::types::Value]) -> Result<Vec<TaskRecord>, AdminError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare(sql).map_err(|e| self.map_busy(e))?;
+        let rows = stmt
+            .query_map(params_from_iter(values), |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.map_busy(e))?;
+        Ok(rows.iter().map(|(id, body)| crate::store::decode(id, body)).collect::<Result<Vec<_>, StoreError>>()?)
+    }
+
+    fn list(&self, filter: &ListFilter) -> Result<Vec<TaskRecord>, AdminError> {
+        use rusqlite::types::Value;
+        let mut sql = String::from("SELECT id, body FROM tasks WHERE 1");
+        let mut values = Vec::new();
+        if let Some(status) = filter.status {
+            sql.push_str(" AND status = ?");
+            values.push(Value::Text(status.as_str().to_owned()));
+        }
+        if let Some(principal) = &filter.principal {
+            sql.push_str(" AND principal = ?");
+            values.push(Value::Text(principal.clone()));
+        }
+        if let Some(tool) = &filter.tool {
+            sql.push_str(" AND json_extract(CAST(body AS TEXT), '$.tool') = ?");
+            values.push(Value::Text(tool.clone()));
+        }
+        if let Some(before) = filter.created_before_ms {
+            sql.push_str(" AND json_extract(CAST(body AS TEXT), '$.created_at_ms') <= ?");
+            values.push(Value::Integer(int(before)));
+        }
+        if let Some(after) = filter.created_after_ms {
+            sql.push_str(" AND json_extract(CAST(body AS TEXT), '$.created_at_ms') >= ?");
+            values.push(Value::Integer(int(after)));
+        }
+        sql.push_str(" ORDER BY id DESC");
+        if let Some(limit) = filter.limit {
+            sql.push_str(" LIMIT ?");
+            values.push(Value::Integer(int(limit as u64)));
+        }
+        self.records(&sql, &values)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<TaskRecord>, AdminError> {
+        let found = self.records("SELECT id, body FROM tasks WHERE id = ?", &[id.to_owned().into()])?;
+        Ok(found.into_iter().next())
+    }
+
+    fn stats(&self) -> Result<Vec<StatusCount>, AdminError> {
+        let conn = self.conn.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT status, json_extract(CAST(body AS TEXT), '$.tool'), count(*) FROM tasks \
+                 GROUP BY 1, 2 ORDER BY 1, 2",
+            )
+            .map_err(|e| self.map_busy(e))?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(StatusCount {
+                    status: row.get(0)?,
+                    tool: row.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    count: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+                })
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.map_busy(e))?;
+        Ok(rows)
+    }
+
+    async fn apply(&self, action: AdminAction, wait: Duration) -> Result<Applied, AdminError> {
+        let queued = {
+            let action = action.clone();
+            self.blocking(move |s| match s.holder() {
+                Some(pid) => {
+                    let seq = enqueue_admin(&s.conn.lock(), &action).map_err(|e| match e {
+                        StoreError::Backend(inner) => match inner.downcast::<rusqlite::Error>() {
+                            Ok(sqlite) => s.map_busy(*sqlite),
+                            Err(other) => AdminError::Store(StoreError::Backend(other)),
+                        },
+                        other => AdminError::Store(other),
+                    })?;
+                    Ok(Some((seq, pid)))
+                }
+                None => Ok(None),
+            })
+            .await?
+        };
+        let Some((seq, pid)) = queued else {
+            // No live host: apply it here, on the store opened as a host would open it.
+            let store = self.blocking(Self::owned_store).await?;
+            let outcome = match &action {
+                AdminAction::Cancel { task_id } => direct_cancel(&store, task_id).await,
+                AdminAction::Purge { updated_before_ms } => direct_purge(&store, *updated_before_ms).await,
+            };
+            tokio::task::spawn_blocking(move || store.close()).await.map_err(|e| StoreError::Backend(Box::new(e)))?;
+            return Ok(Applied::Done(outcome?));
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(outcome) = self.blocking(move |s| Ok(admin_outcome(&s.conn.lock(), seq)?)).await? {
+                return Ok(Applied::Done(outcome));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(Applied::Queued { seq, pid });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn start_tail(&self) -> Result<Follow, AdminError> {
+        let conn = self.conn.lock();
+        let last_seq: i64 = conn.query_row("SELECT coalesce(max(seq), 0) FROM tasks", [], |row| row.get(0))?;
+        let mut stmt = conn.prepare(&format!("SELECT id, version FROM tasks WHERE {STATUS_LIVE}"))?;
+        let live = stmt
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0))))?
+            .collect::<Result<HashMap<_, _>, _>>()?;
+        Ok(Follow { last_seq, live })
+    }
+
+    fn poll_tail(&self, mut follow: Follow) -> Result<(Follow, Vec<Change>), AdminError> {
+        let mut changes = Vec::new();
+        let mut conn = self.conn.lock();
+        // One read transaction: the new rows and the live set come from the same snapshot.
+        let tx = conn.transaction()?;
+        let decode = |(id, body): (String, Vec<u8>)| crate::store::decode(&id, &body);
+        let mut fresh = Vec::new();
+        {
+            let mut stmt = tx.prepare("SELECT seq, id, body FROM tasks WHERE seq > ?1 ORDER BY seq")?;
+            let rows =
+                stmt.query_map([follow.last_seq], |row| Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?)))?;
+            for row in rows {
+                let (seq, id, body): (i64, String, Vec<u8>) = row?;
+                follow.last_seq = follow.last_seq.max(seq);
+                fresh.push(decode((id, body))?);
+            }
+        }
+        let mut now_live: HashMap<String, TaskRecord> = HashMap::new();
+        {
+            let mut stmt = tx.prepare(&format!("SELECT id, body FROM tasks WHERE {STATUS_LIVE}"))?;
+            for row in stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))? {
+                let task = decode(row?)?;
+                now_live.insert(task.id.clone(), task);
+            }
+        }
+        let gone: Vec<String> = follow.live.keys().filter(|id| !now_live.contains_key(*id)).cloned().collect();
+        let mut ended = Vec::new();
+        for id in gone {
+            follow.live.remove(&id);
+            let mut stmt = tx.prepare_cached("SELECT id, body FROM tasks WHERE id = ?1")?;
+            match stmt.query_row([&id], |row| Ok((row.get(0)?, row.get(1)?))) {
+                Ok(row) => ended.push(Change::Task(Box::new(decode(row)?))),
+                Err(rusqlite::Error::QueryReturnedNoRows) => ended.push(Change::Gone(id)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        drop(tx);
+        let fresh_ids: std::collections::HashSet<String> = fresh.iter().map(|t| t.id.clone()).collect();
+        for task in fresh {
+            if !task.status.is_terminal() {
+                follow.live.insert(task.id.clone(), task.version);
+            }
+            changes.push(Change::Task(Box::new(task)));
+        }
+        for (id, task) in now_live {
+            if fresh_ids.contains(&id) {
+                continue;
+            }
+            if follow.live.get(&id) != Some(&task.version) {
+                follow.live.insert(id, task.version);
+                changes.push(Change::Task(Box::new(task)));
+            }
+        }
+        changes.extend(ended);
+        Ok((follow, changes))
+    }
+}

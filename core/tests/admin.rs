@@ -1,0 +1,259 @@
+//! `mcp_tasks::admin`, the operations behind the `mcp-tasks` CLI: reads and filters, a cancel
+//! through the transition function (queued for a live SQLite host and applied by its sweep, so
+//! the work's token fires; applied directly when no host is live), purges of terminal tasks
+//! only, `tail`, and clear errors. The PostgreSQL cases need a server: `MCP_TASKS_PG_URL=$(tests/pg/start)
+//! cargo test -p mcp-tasks --features postgres --test admin -- --include-ignored`.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks::Engine;
+use mcp_tasks::admin::{Admin, AdminError, Applied, Change, ListFilter};
+use mcp_tasks::engine::{EngineConfig, TaskOptions};
+use mcp_tasks::protocol::TaskStatus;
+use mcp_tasks::store::{AdminOutcome, SqliteStore, TaskStore};
+use serde_json::json;
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+fn fast_sweeps() -> EngineConfig {
+    EngineConfig { sweep_interval: Duration::from_millis(50), ..EngineConfig::default() }
+}
+
+async fn engine(store: Arc<dyn TaskStore>) -> Engine {
+    Engine::builder(store).config(fast_sweeps()).build().await.expect("builds")
+}
+
+fn url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("tasks.db").display())
+}
+
+/// Three tasks on a SQLite file whose host then stops: `report` completed, `build` failed,
+/// `watch` still working (its process "died" with it).
+async fn stopped_host(dir: &tempfile::TempDir) -> [String; 3] {
+    let store = Arc::new(SqliteStore::open(dir.path().join("tasks.db")).unwrap());
+    let engine = engine(store.clone()).await;
+    let (a, done) = engine.create_task("alice", "report", TaskOptions::default()).await.unwrap();
+    done.complete(json!({"content": []})).await.unwrap();
+    let (b, failed) = engine.create_task("bob", "build", TaskOptions::default()).await.unwrap();
+    failed.fail(mcp_tasks::protocol::RpcError::internal("broke")).await.unwrap();
+    let (c, working) = engine.create_task("alice", "watch", TaskOptions::default()).await.unwrap();
+    std::mem::forget(working); // the process dies with its work: the task stays working
+    drop(engine);
+    store.close();
+    [a.task.task_id, b.task.task_id, c.task.task_id]
+}
+
+#[tokio::test]
+async fn reads_filter_by_status_tool_principal_and_age_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let [report, build, watch] = stopped_host(&dir).await;
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    let ids = |tasks: Vec<mcp_tasks::protocol::TaskRecord>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let all = admin.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(ids(all), [watch.clone(), build.clone(), report.clone()], "newest first");
+    let failed = ListFilter { status: Some(TaskStatus::Failed), ..ListFilter::default() };
+    assert_eq!(ids(admin.list(&failed).await.unwrap()), [build.as_str()]);
+    let alice = ListFilter { principal: Some("alice".into()), ..ListFilter::default() };
+    assert_eq!(ids(admin.list(&alice).await.unwrap()), [watch.clone(), report.clone()]);
+    let tool = ListFilter { tool: Some("watch".into()), ..ListFilter::default() };
+    assert_eq!(ids(admin.list(&tool).await.unwrap()), [watch.as_str()]);
+    let future = ListFilter { created_after_ms: Some(u64::MAX / 2), ..ListFilter::default() };
+    assert!(admin.list(&future).await.unwrap().is_empty());
+    let old = ListFilter { created_before_ms: Some(u64::MAX / 2), limit: Some(1), ..ListFilter::default() };
+    assert_eq!(ids(admin.list(&old).await.unwrap()), [watch.as_str()]);
+
+    assert_eq!(admin.show(&build).await.unwrap().unwrap().status, TaskStatus::Failed);
+    assert!(admin.show("no-such-task").await.unwrap().is_none());
+    let stats: Vec<(String, String, u64)> =
+        admin.stats().await.unwrap().into_iter().map(|c| (c.status, c.tool, c.count)).collect();
+    assert_eq!(
+        stats,
+        [
+            ("completed".into(), "report".into(), 1),
+            ("failed".into(), "build".into(), 1),
+            ("working".into(), "watch".into(), 1)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn without_a_live_host_a_cancel_and_a_purge_apply_directly_and_terminal_states_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let [report, build, watch] = stopped_host(&dir).await;
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    assert_eq!(admin.cancel(&watch).await.unwrap(), Applied::Done(AdminOutcome::Cancelled));
+    assert_eq!(
+        admin.cancel(&report).await.unwrap(),
+        Applied::Done(AdminOutcome::AlreadyTerminal { status: TaskStatus::Completed })
+    );
+    assert_eq!(admin.cancel("no-such-task").await.unwrap(), Applied::Done(AdminOutcome::NotFound));
+    // Nothing was last changed before the epoch and no TTL ended: nothing goes.
+    assert_eq!(admin.purge(0).await.unwrap(), Applied::Done(AdminOutcome::Purged { count: 0 }));
+    assert_eq!(admin.purge(u64::MAX / 2).await.unwrap(), Applied::Done(AdminOutcome::Purged { count: 3 }));
+
+    // The file is free again, and what the admin did is what a host finds.
+    let store = SqliteStore::open(dir.path().join("tasks.db")).expect("the admin released the store");
+    for id in [report, build, watch] {
+        assert!(store.get(&id).await.unwrap().is_none(), "{id} purged");
+    }
+}
+
+#[tokio::test]
+async fn a_purge_never_deletes_a_live_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let [_, _, watch] = stopped_host(&dir).await;
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    assert_eq!(admin.purge(u64::MAX / 2).await.unwrap(), Applied::Done(AdminOutcome::Purged { count: 2 }));
+    assert_eq!(admin.show(&watch).await.unwrap().unwrap().status, TaskStatus::Working);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_live_host_a_cancel_is_queued_applied_by_its_sweep_and_reaches_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("tasks.db")).unwrap());
+    let engine = engine(store.clone()).await;
+    let sweeper = engine.spawn_sweeper();
+    let (created, ctx) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+    let id = created.task.task_id;
+    let token = ctx.handle();
+
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    assert_eq!(admin.cancel(&id).await.unwrap(), Applied::Done(AdminOutcome::Cancelled));
+    tokio::time::timeout(WITHIN, token.cancelled()).await.expect("the host's engine stopped the work");
+    assert_eq!(engine.get("alice", &id).await.unwrap().task.status, TaskStatus::Cancelled);
+    assert!(!ctx.complete(json!({"content": []})).await.unwrap(), "a late result is discarded");
+    assert_eq!(
+        admin.cancel(&id).await.unwrap(),
+        Applied::Done(AdminOutcome::AlreadyTerminal { status: TaskStatus::Cancelled })
+    );
+
+    // Without waiting, the request is reported queued for this process, and still applied.
+    let (second, ctx2) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+    let admin = admin.with_wait(Duration::ZERO);
+    match admin.cancel(&second.task.task_id).await.unwrap() {
+        Applied::Queued { pid, .. } => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("expected a queued request, got {other:?}"),
+    }
+    tokio::time::timeout(WITHIN, ctx2.handle().cancelled()).await.expect("applied at a later sweep");
+
+    // A purge goes through the host too, and deletes only terminal tasks.
+    let (live, _work) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+    let admin = admin.with_wait(WITHIN);
+    assert_eq!(admin.purge(u64::MAX / 2).await.unwrap(), Applied::Done(AdminOutcome::Purged { count: 2 }));
+    assert_eq!(engine.get("alice", &live.task.task_id).await.unwrap().task.status, TaskStatus::Working);
+    sweeper.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_reports_creations_changes_and_ends_on_a_live_sqlite_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("tasks.db")).unwrap());
+    let engine = engine(store.clone()).await;
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let tail = tokio::spawn(async move {
+        admin.tail(Duration::from_millis(20), move |change| tx.send(change).is_ok()).await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (created, ctx) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
+    let id = created.task.task_id;
+    let mut seen = Vec::new();
+    let mut next = async || match tokio::time::timeout(WITHIN, rx.recv()).await.expect("a change").unwrap() {
+        Change::Task(task) => (task.id.clone(), task.status, task.status_message.clone()),
+        Change::Gone(id) => panic!("{id} reported gone"),
+    };
+    seen.push(next().await);
+    ctx.handle().set_status_message("halfway").await.unwrap();
+    seen.push(next().await);
+    ctx.complete(json!({"content": []})).await.unwrap();
+    seen.push(next().await);
+    assert_eq!(
+        seen,
+        [
+            (id.clone(), TaskStatus::Working, None),
+            (id.clone(), TaskStatus::Working, Some("halfway".to_owned())),
+            (id.clone(), TaskStatus::Completed, Some("halfway".to_owned()))
+        ]
+    );
+    tail.abort();
+}
+
+#[tokio::test]
+async fn wrong_urls_missing_files_and_foreign_databases_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!("sqlite://{}", dir.path().join("absent.db").display());
+    assert!(matches!(Admin::open(&missing).await, Err(AdminError::NoStore(_))));
+    // The admin never creates a store.
+    assert!(!dir.path().join("absent.db").exists());
+    let foreign = dir.path().join("other.db");
+    rusqlite::Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE notes (x)").unwrap();
+    let error = Admin::open(&format!("sqlite://{}", foreign.display())).await.unwrap_err();
+    assert!(matches!(error, AdminError::NotAStore(_)), "{error}");
+    assert!(error.to_string().contains("no tasks table"), "{error}");
+    for bad in ["memory://", "redis://localhost", "tasks.db"] {
+        let error = Admin::open(bad).await.unwrap_err();
+        assert!(matches!(error, AdminError::InvalidUrl(_)), "{bad}: {error}");
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::*;
+    use mcp_tasks::store::PostgresStore;
+
+    async fn worker(url: &str) -> Engine {
+        let store = PostgresStore::connect(url).await.expect("connects and migrates");
+        Engine::builder(Arc::new(store)).config(fast_sweeps()).build().await.expect("builds")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+    async fn on_postgres_reads_a_cancel_reaching_the_worker_a_purge_and_the_change_feed() {
+        let url = common::pg_database().await;
+        let error = Admin::open(&url).await.unwrap_err();
+        assert!(matches!(error, AdminError::NotAStore(_)), "a database no server used: {error}");
+
+        let w = worker(&url).await;
+        let admin = Admin::open(&url).await.unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tail_admin = Admin::open(&url).await.unwrap();
+        let tail = tokio::spawn(async move {
+            tail_admin.tail(Duration::from_millis(20), move |change| tx.send(change).is_ok()).await.unwrap();
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        let (done, ctx) = w.create_task("alice", "report", TaskOptions::default()).await.unwrap();
+        ctx.complete(json!({"content": []})).await.unwrap();
+        let (running, work) = w.create_task("bob", "watch", TaskOptions::default()).await.unwrap();
+        let (done, running) = (done.task.task_id, running.task.task_id);
+
+        let listed: Vec<String> = admin.list(&ListFilter::default()).await.unwrap().into_iter().map(|t| t.id).collect();
+        assert_eq!(listed, [running.clone(), done.clone()], "newest first");
+        let bob = ListFilter { principal: Some("bob".into()), tool: Some("watch".into()), ..ListFilter::default() };
+        assert_eq!(admin.list(&bob).await.unwrap().len(), 1);
+        assert_eq!(admin.stats().await.unwrap().len(), 2);
+
+        assert_eq!(admin.cancel(&running).await.unwrap(), Applied::Done(AdminOutcome::Cancelled));
+        tokio::time::timeout(WITHIN, work.handle().cancelled()).await.expect("the worker running it stopped it");
+        assert_eq!(
+            admin.cancel(&done).await.unwrap(),
+            Applied::Done(AdminOutcome::AlreadyTerminal { status: TaskStatus::Completed })
+        );
+
+        // The change feed showed both tasks from their creation to their end.
+        let mut last = std::collections::HashMap::new();
+        while last.get(&running) != Some(&TaskStatus::Cancelled) || last.get(&done) != Some(&TaskStatus::Completed) {
+            match tokio::time::timeout(WITHIN, rx.recv()).await.expect("a change").unwrap() {
+                Change::Task(task) => last.insert(task.id.clone(), task.status),
+                Change::Gone(id) => panic!("{id} gone"),
+            };
+        }
+        tail.abort();
+
+        assert_eq!(admin.purge(u64::MAX / 2).await.unwrap(), Applied::Done(AdminOutcome::Purged { count: 2 }));
+        assert!(admin.list(&ListFilter::default()).await.unwrap().is_empty());
+    }
+}
