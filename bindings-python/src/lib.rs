@@ -195,6 +195,14 @@ fn json_value(value: &Bound<'_, PyAny>, depth: usize) -> Result<serde_json::Valu
     Err(format!("a {} is not JSON", value.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
 }
 
+/// Runs the `mcp-tasks` admin CLI (core's, the same program as the Rust binary) with `argv`
+/// (the program name first) and returns its exit status; `python -m mcp_tasks` calls it. The
+/// GIL is released while it runs.
+#[pyfunction]
+fn admin_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| mcp_tasks_cli::run(argv))
+}
+
 /// The native module. `gil_used = false`: no Rust state here needs the GIL.
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -208,6 +216,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyTaskExecution>()?;
     m.add_function(wrap_pyfunction!(client::outcome_result, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(admin_main, m)?)?;
     m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EXTENSION_ID", mcp_tasks::EXTENSION_ID)?;

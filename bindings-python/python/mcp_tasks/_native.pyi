@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "outcome_result", "prepare_exit"]
+__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -141,5 +141,6 @@ class TaskExecution:
 
 def outcome_result(outcome: dict[str, Any], task_id: str) -> dict[str, Any]: ...
 def prepare_exit() -> None: ...
+def admin_main(argv: list[str]) -> int: ...
 
 ERROR_CLASSES: list[dict[str, Any]]

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 /// Operate an mcp-tasks store from outside its servers (safe on a live store).
 #[derive(Debug, Parser)]
-#[command(name = "mcp-tasks", version, about, long_about = None)]
+#[command(name = "mcp-tasks", version)]
 struct Cli {
     /// The store: sqlite:///path/to/tasks.db or postgres://user@host/db (libpq's sslmode and
     /// sslrootcert apply).
