@@ -122,6 +122,11 @@ export declare class NativeServer {
    */
   get sweepIntervalMs(): number
   /**
+   * The engine's metrics in the Prometheus exposition format (core's OpenMetrics text; answer
+   * a scrape with `METRICS_CONTENT_TYPE`).
+   */
+  metrics(): string
+  /**
    * The capabilities the server advertises for the extension (JSON), to merge into the SDK
    * server's own.
    */
@@ -327,6 +332,9 @@ export interface HttpReply {
   /** The body (empty for none). */
   body: string
 }
+
+/** The content type of the metrics text (`TasksServer.metrics()`), for a scrape's answer. */
+export declare const METRICS_CONTENT_TYPE: string
 
 /** The version of this package's native module. */
 export declare function nativeVersion(): string

@@ -23,6 +23,10 @@ pub const EXTENSION_ID: &str = mcp_tasks::EXTENSION_ID;
 #[napi]
 pub const PROTOCOL_VERSION: &str = mcp_tasks::PROTOCOL_VERSION;
 
+/// The content type of the metrics text (`TasksServer.metrics()`), for a scrape's answer.
+#[napi]
+pub const METRICS_CONTENT_TYPE: &str = mcp_tasks::metrics::CONTENT_TYPE;
+
 /// The version of this package's native module.
 #[napi]
 pub fn native_version() -> String {

@@ -246,6 +246,13 @@ impl NativeServer {
         u32::try_from(self.engine.config().sweep_interval.as_millis()).unwrap_or(u32::MAX)
     }
 
+    /// The engine's metrics in the Prometheus exposition format (core's OpenMetrics text; answer
+    /// a scrape with `METRICS_CONTENT_TYPE`).
+    #[napi]
+    pub fn metrics(&self) -> String {
+        self.engine.metrics_text()
+    }
+
     /// The capabilities the server advertises for the extension (JSON), to merge into the SDK
     /// server's own.
     #[napi]

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { McpServer, ProtocolError, inputRequired } from "@modelcontextprotocol/server";
 import * as z from "zod";
 
-import { TasksServer, currentTask } from "../dist/server.js";
+import { METRICS_CONTENT_TYPE, TasksServer, currentTask } from "../dist/server.js";
 import { EXTENSION_ID, PROTOCOL_VERSION, QuotaExceededError, TasksClient } from "../dist/index.js";
 import { nodeServer, freePort } from "./servers.mjs";
 
@@ -358,6 +358,51 @@ test("a cap on live tasks answers the call beyond it with -32010", async () => {
     await client.close();
   } finally {
     listening.close();
+    await tasks.close();
+  }
+});
+
+test("metrics() gives core's Prometheus text for the tasks this server ran", async () => {
+  const tasks = await TasksServer.open({ store: "memory://", tools: { nap: "required" } });
+  const handler = tasks.handler(() => {
+    const server = new McpServer({ name: "metrics", version: "1.0.0" });
+    server.registerTool("nap", { description: "Answers at once." }, async () => ({ content: [{ type: "text", text: "ok" }] }));
+    return server;
+  });
+  try {
+    const created = await handler.fetch(
+      new Request("http://127.0.0.1/mcp", {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-protocol-version": PROTOCOL_VERSION,
+          "mcp-method": "tools/call",
+          "mcp-name": "nap",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: {
+            name: "nap",
+            arguments: {},
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+              "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
+            },
+          },
+        }),
+      }),
+    );
+    assert.equal((await created.json()).result.resultType, "task");
+    await tasks.drain();
+    const text = tasks.metrics();
+    assert.match(text, /^mcp_tasks_tasks_created_total\{tool="nap"\} 1$/m);
+    assert.match(text, /^mcp_tasks_tasks_finished_total\{tool="nap",outcome="completed"\} 1$/m);
+    assert.match(text, /^mcp_tasks_tasks_in_flight 0$/m);
+    assert.ok(METRICS_CONTENT_TYPE.startsWith("application/openmetrics-text"));
+  } finally {
     await tasks.close();
   }
 });

@@ -32,6 +32,9 @@ import { native } from "./native.js";
  * only as a task (a non-declaring client gets -32021). */
 export type TaskMode = "forbidden" | "optional" | "required";
 
+/** The content type of `TasksServer.metrics()`'s text, for a scrape's answer. */
+export const METRICS_CONTENT_TYPE: string = native.METRICS_CONTENT_TYPE;
+
 /** An MRTR round asked before any task exists (`resultType: "input_required"`). */
 export interface InputRequired {
   /** What to ask: key -> input request (`{method, params}`). */
@@ -266,6 +269,13 @@ export class TasksServer {
       this.#native.configure(tool, full.mode ?? "optional", JSON.stringify(options), full.prepare !== undefined),
     );
     this.#tools.set(tool, full);
+  }
+
+  /** The engine's metrics in the Prometheus exposition format (OpenMetrics text): answer a
+   * scrape with it and `METRICS_CONTENT_TYPE`. The metric names are core's (README, "Metrics
+   * and traces"). */
+  metrics(): string {
+    return this.#native.metrics();
   }
 
   /** Tasks whose tool is still running in this process. */

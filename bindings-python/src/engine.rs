@@ -188,6 +188,12 @@ impl PyEngine {
         }
     }
 
+    /// The engine's metrics in the Prometheus exposition format (core's text; serve it with
+    /// `METRICS_CONTENT_TYPE`).
+    fn metrics_text(&self) -> String {
+        self.inner.metrics_text()
+    }
+
     /// Runs one TTL sweep now; resolves to `(expired, purged)`.
     fn sweep<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();

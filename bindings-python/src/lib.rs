@@ -221,5 +221,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EXTENSION_ID", mcp_tasks::EXTENSION_ID)?;
     m.add("PROTOCOL_VERSION", mcp_tasks::PROTOCOL_VERSION)?;
+    m.add("METRICS_CONTENT_TYPE", mcp_tasks::metrics::CONTENT_TYPE)?;
     Ok(())
 }

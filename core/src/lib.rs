@@ -20,6 +20,7 @@
 //!   notifications, answers input, cancels, persists task references and resumes after restart.
 //! - [`admin`] (feature `sqlite`): operating a store from outside its servers (list, show,
 //!   cancel, purge, tail, stats), safe on a live store; the `mcp-tasks` CLI (`core/cli`) prints it.
+//! - [`metrics`]: an engine's Prometheus metrics and the fields of its `tracing` events.
 //! - [`clock`]: where time and ids come from.
 
 #[cfg(feature = "sqlite")]
@@ -30,6 +31,7 @@ pub mod clock;
 pub mod engine;
 #[cfg(feature = "http")]
 pub mod host;
+pub mod metrics;
 pub mod store;
 
 pub use engine::{Engine, EngineConfig, EngineError, TaskContext, TaskOptions};

@@ -3,7 +3,7 @@ durable Rust core."""
 
 import atexit as _atexit
 
-from ._native import EXTENSION_ID, PROTOCOL_VERSION, __version__
+from ._native import EXTENSION_ID, METRICS_CONTENT_TYPE, PROTOCOL_VERSION, __version__
 from ._native import prepare_exit
 from .errors import *  # noqa: F403  (one class per row of core's ERROR_CLASSES)
 from .errors import __all__ as _error_names
@@ -15,6 +15,7 @@ __all__ = [
     "EXTENSION_ID",
     "Execution",
     "InputRequest",
+    "METRICS_CONTENT_TYPE",
     "Outcome",
     "TaskExecution",
     "TasksClient",

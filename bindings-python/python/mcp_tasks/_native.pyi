@@ -3,10 +3,11 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit"]
+__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
+METRICS_CONTENT_TYPE: str
 
 @final
 class Engine:
@@ -26,6 +27,7 @@ class Engine:
         max_live_tasks: int | None = None,
     ) -> Engine: ...
     def advance_clock(self, ms: int) -> None: ...
+    def metrics_text(self) -> str: ...
     def sweep(self) -> Awaitable[tuple[int, int]]: ...
     def create_task(
         self,

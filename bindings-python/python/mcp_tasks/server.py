@@ -249,6 +249,12 @@ class TasksExtension(Extension):
         """The native engine (for hosts that drive tasks directly)."""
         return self._engine
 
+    def metrics(self) -> str:
+        """The engine's metrics in the Prometheus exposition format (OpenMetrics text; answer a
+        scrape with ``mcp_tasks.METRICS_CONTENT_TYPE``). The metric names are core's, listed in
+        the README's "Metrics and traces"."""
+        return self._engine.metrics_text()
+
     def configure(self, tool: str, config: TaskConfig | Mode) -> None:
         """Sets how ``tool`` runs as a task."""
         config = TaskConfig(mode=config) if isinstance(config, str) else config

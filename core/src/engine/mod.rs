@@ -206,6 +206,7 @@ pub(crate) struct Inner {
     live: Mutex<LiveSet>,
     finished: Mutex<FinishedCache>,
     changes: broadcast::Sender<Arc<TaskRecord>>,
+    metrics: crate::metrics::Metrics,
 }
 
 /// The tasks this process runs, and, when the engine enforces the live-task caps itself (a
@@ -344,6 +345,7 @@ impl EngineBuilder {
                 live: Mutex::new(LiveSet { quota, ..LiveSet::default() }),
                 finished: Mutex::new(FinishedCache::default()),
                 changes,
+                metrics: crate::metrics::Metrics::default(),
             }),
         };
         if engine.inner.store.shared() {
@@ -390,6 +392,12 @@ impl Engine {
     /// How many tasks this process is running (non-terminal, in memory).
     pub fn live_count(&self) -> usize {
         self.inner.live.lock().tasks.len()
+    }
+
+    /// This engine's metrics in the Prometheus exposition format (OpenMetrics text; serve it
+    /// with [`crate::metrics::CONTENT_TYPE`]). The names are listed in [`crate::metrics`].
+    pub fn metrics_text(&self) -> String {
+        self.inner.metrics.render(self.live_count())
     }
 
     async fn renew_lease(&self) -> Result<(), StoreError> {
@@ -499,6 +507,7 @@ impl Engine {
             ttl,
             Some(poll),
         ));
+        let started = std::time::Instant::now();
         if inner.store.shared() {
             inner.store.insert_within(&record, inner.config.live_quota()).await?;
         } else {
@@ -508,6 +517,8 @@ impl Engine {
                 return Err(e.into());
             }
         }
+        inner.metrics.store_write("insert", started.elapsed());
+        inner.metrics.created(&record);
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
         let live = Arc::new(Live {
             committed: RwLock::new(Arc::clone(&record)),
@@ -668,8 +679,14 @@ impl Engine {
                 return Ok(Arc::new(next));
             }
             let next = Arc::new(next);
-            match self.inner.store.update(&next, expected).await? {
+            let started = std::time::Instant::now();
+            let outcome = self.inner.store.update(&next, expected).await?;
+            self.inner.metrics.store_write("update", started.elapsed());
+            match outcome {
                 UpdateOutcome::Written => {
+                    if next.status.is_terminal() {
+                        self.inner.metrics.finished(&next);
+                    }
                     self.publish_live(live, Arc::clone(&next));
                     for (waiter, answers) in deliveries {
                         let _ = waiter.tx.send(answers);
@@ -711,7 +728,13 @@ impl Engine {
                 return Ok(Arc::new(task));
             }
             let record = Arc::new(task);
-            if self.inner.store.update(&record, expected).await? == UpdateOutcome::Written {
+            let started = std::time::Instant::now();
+            let outcome = self.inner.store.update(&record, expected).await?;
+            self.inner.metrics.store_write("update", started.elapsed());
+            if outcome == UpdateOutcome::Written {
+                if record.status.is_terminal() {
+                    self.inner.metrics.finished(&record);
+                }
                 self.remember_finished(&record);
                 let _ = self.inner.changes.send(Arc::clone(&record));
                 return Ok(record);

@@ -183,8 +183,29 @@ impl Host {
         Router::new().route(path, any(post_handler)).layer(DefaultBodyLimit::disable()).with_state(self.clone())
     }
 
-    /// Handles one HTTP request (headers and body) and returns the HTTP response.
+    /// An axum router serving the engine's metrics at `path` (usually `/metrics`) in the
+    /// Prometheus exposition format; opt-in: merge it into the app where it should be reachable
+    /// (`host.router("/mcp").merge(host.metrics_router("/metrics"))`). Names: [`crate::metrics`].
+    pub fn metrics_router(&self, path: &str) -> Router {
+        let engine = self.inner.engine.clone();
+        Router::new().route(
+            path,
+            axum::routing::get(move || {
+                let text = engine.metrics_text();
+                async move { ([(http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response() }
+            }),
+        )
+    }
+
+    /// Handles one HTTP request (headers and body) and returns the HTTP response, inside a
+    /// `mcp_request` span naming its `Mcp-Method`.
     pub async fn handle(&self, parts: Parts, body: Body) -> Response {
+        let method = parts.headers.get("mcp-method").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let span = tracing::info_span!("mcp_request", method = %method);
+        tracing::Instrument::instrument(self.handle_inner(parts, body), span).await
+    }
+
+    async fn handle_inner(&self, parts: Parts, body: Body) -> Response {
         let dispatcher = &self.inner.dispatcher;
         // One byte past the limit tells "too large" from "exactly the limit".
         let bytes = axum::body::to_bytes(body, dispatcher.config().max_body_bytes).await.ok();
@@ -272,7 +293,13 @@ impl Host {
                 // Boxed into the spawned future and moved out into the (boxed) run, so the
                 // spawned future keeps a pointer, not a second, dead copy of the call.
                 let call = Box::new(call);
-                tokio::spawn(async move {
+                let span = tracing::info_span!(
+                    "mcp_task",
+                    task_id = %created.task.task_id,
+                    tool = %tool.name,
+                    principal = %crate::metrics::principal_hash(principal),
+                );
+                let work = async move {
                     let cancel = ctx.cancellation();
                     let run = unpanicked(handler.run(*call, RunContext::task(ctx.handle())));
                     // Cancellation drops the work future; the task is already `cancelled`.
@@ -290,7 +317,8 @@ impl Host {
                     if let Err(e) = finished {
                         tracing::error!(error = %e, "could not record a task's outcome");
                     }
-                });
+                };
+                tokio::spawn(tracing::Instrument::instrument(work, span));
                 Ok(serde_json::to_value(created).expect("protocol types serialize"))
             }
         }

@@ -1,5 +1,5 @@
-"""``python -m mcp_tasks``: the admin CLI from the wheel, against a live Python server's SQLite store
-(a cancel queued for the server and applied by its sweep), and its errors."""
+"""Operators: ``python -m mcp_tasks`` (the admin CLI from the wheel) against a live Python server's SQLite
+store (a cancel queued for the server and applied by its sweep) and its errors, and the metrics text."""
 
 from __future__ import annotations
 
@@ -60,3 +60,16 @@ def test_help_and_version_exit_zero(flag: str) -> None:
     done = subprocess.run([sys.executable, "-m", "mcp_tasks", flag], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     assert done.stdout
+
+
+async def test_the_extension_exposes_cores_metrics_text() -> None:
+    import mcp_tasks
+
+    tasks = TasksExtension("memory://")
+    created, ctx = await tasks.engine.create_task("alice", "report")
+    await ctx.complete({"content": []})
+    text = tasks.metrics()
+    assert 'mcp_tasks_tasks_created_total{tool="report"} 1' in text
+    assert 'mcp_tasks_tasks_finished_total{tool="report",outcome="completed"} 1' in text
+    assert text.endswith("# EOF\n")
+    assert mcp_tasks.METRICS_CONTENT_TYPE.startswith("application/openmetrics-text")
