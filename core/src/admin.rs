@@ -29,7 +29,7 @@ use rusqlite::{Connection, OpenFlags, params_from_iter};
 
 use crate::protocol::{TaskEvent, TaskRecord, TaskStatus, TransitionError};
 use crate::store::sqlite::{admin_outcome, enqueue_admin};
-use crate::store::{AdminAction, AdminOutcome, SqliteStore, StoreError, TaskStore, UpdateOutcome};
+use crate::store::{AdminAction, AdminOutcome, SqliteStore, StoreError, TaskStore, UpdateOutcome, int};
 
 /// Why an admin operation failed. Nothing was changed.
 #[non_exhaustive]
@@ -157,8 +157,8 @@ impl Admin {
     /// SQLite file, or a database no server has used, is an error.
     pub async fn open(url: &str) -> Result<Self, AdminError> {
         let wait = Duration::from_secs(10);
-        if let Some(rest) = url.strip_prefix("sqlite://") {
-            let path = PathBuf::from(rest.split_once('?').map_or(rest, |(path, _)| path));
+        if let Some((path, _query)) = crate::store::sqlite_url(url) {
+            let path = PathBuf::from(path);
             let admin = tokio::task::spawn_blocking(move || SqliteAdmin::open(path))
                 .await
                 .map_err(|e| StoreError::Backend(Box::new(e)))??;
@@ -337,14 +337,8 @@ async fn direct_cancel(store: &dyn TaskStore, id: &str) -> Result<AdminOutcome, 
 
 async fn direct_purge(store: &dyn TaskStore, updated_before_ms: u64) -> Result<AdminOutcome, AdminError> {
     let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-    let mut count = 0;
-    loop {
-        let n = store.purge_finished(now, updated_before_ms, 4096).await?;
-        count += n;
-        if n < 4096 {
-            return Ok(AdminOutcome::Purged { count });
-        }
-    }
+    let count = crate::store::purge_all_finished(store, now, updated_before_ms).await?;
+    Ok(AdminOutcome::Purged { count })
 }
 
 #[cfg(feature = "postgres")]
@@ -381,10 +375,6 @@ async fn postgres_list(
     }
     let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
     Ok(store.records(&sql, &params).await?)
-}
-
-fn int(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// A SQLite file, operated from another process than its host.
@@ -549,13 +539,7 @@ impl SqliteAdmin {
             let action = action.clone();
             self.blocking(move |s| match s.holder() {
                 Some(pid) => {
-                    let seq = enqueue_admin(&s.conn.lock(), &action).map_err(|e| match e {
-                        StoreError::Backend(inner) => match inner.downcast::<rusqlite::Error>() {
-                            Ok(sqlite) => s.map_busy(*sqlite),
-                            Err(other) => AdminError::Store(StoreError::Backend(other)),
-                        },
-                        other => AdminError::Store(other),
-                    })?;
+                    let seq = enqueue_admin(&s.conn.lock(), &action).map_err(|e| s.map_busy(e))?;
                     Ok(Some((seq, pid)))
                 }
                 None => Ok(None),

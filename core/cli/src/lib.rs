@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use mcp_tasks::admin::{Admin, AdminError, Applied, Change, ListFilter, StatusCount};
+use mcp_tasks::clock::{Clock as _, SystemClock};
 use mcp_tasks::protocol::server::get_result;
 use mcp_tasks::protocol::time::format_ms;
 use mcp_tasks::protocol::{TaskRecord, TaskStatus};
@@ -182,8 +183,7 @@ enum Failure {
     Usage(String),
 }
 fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+    SystemClock.now_ms()
 }
 
 fn ms(age: Duration) -> u64 {
@@ -223,11 +223,7 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
         }
         Command::Show { id } => match admin.show(&id).await? {
             Some(task) => {
-                let mut shown = get_result(task.to_detailed());
-                if let Value::Object(map) = &mut shown {
-                    map.insert("tool".into(), Value::String(task.tool.clone()));
-                    map.insert("principal".into(), Value::String(task.principal.clone()));
-                }
+                let shown = with_owner(get_result(task.to_detailed()), &task);
                 writeln!(out, "{}", serde_json::to_string_pretty(&shown).expect("JSON values serialize"))?;
                 Ok(0)
             }
@@ -290,7 +286,11 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
 
 /// A task as one JSON object: what `tasks/get` shows, plus its tool and principal.
 fn line_json(task: &TaskRecord) -> Value {
-    let mut value = serde_json::to_value(task.to_detailed()).expect("tasks serialize");
+    with_owner(serde_json::to_value(task.to_detailed()).expect("tasks serialize"), task)
+}
+
+/// `value` (a task's JSON object) with the task's tool and principal added.
+fn with_owner(mut value: Value, task: &TaskRecord) -> Value {
     if let Value::Object(map) = &mut value {
         map.insert("tool".into(), Value::String(task.tool.clone()));
         map.insert("principal".into(), Value::String(task.principal.clone()));

@@ -21,6 +21,16 @@ impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Deletes up to `limit` tasks that `doomed` selects (the purges); returns how many.
+    fn remove_where(&self, limit: usize, doomed: impl Fn(&TaskRecord) -> bool) -> usize {
+        let mut tasks = self.tasks.write();
+        let ids: Vec<String> = tasks.values().filter(|t| doomed(t)).take(limit).map(|t| t.id.clone()).collect();
+        for id in &ids {
+            tasks.remove(id);
+        }
+        ids.len()
+    }
 }
 
 #[async_trait]
@@ -72,17 +82,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn purge(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
-        let mut tasks = self.tasks.write();
-        let doomed: Vec<String> = tasks
-            .values()
-            .filter(|t| t.expires_at_ms().is_some_and(|at| at <= before_ms))
-            .take(limit)
-            .map(|t| t.id.clone())
-            .collect();
-        for id in &doomed {
-            tasks.remove(id);
-        }
-        Ok(doomed.len())
+        Ok(self.remove_where(limit, |t| t.expires_at_ms().is_some_and(|at| at <= before_ms)))
     }
 
     async fn count(&self) -> Result<u64, StoreError> {
@@ -90,17 +90,9 @@ impl TaskStore for MemoryStore {
     }
 
     async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
-        let mut tasks = self.tasks.write();
-        let doomed: Vec<String> = tasks
-            .values()
-            .filter(|t| t.status.is_terminal())
-            .filter(|t| t.updated_at_ms <= updated_before_ms || t.expires_at_ms().is_some_and(|at| at <= now_ms))
-            .take(limit)
-            .map(|t| t.id.clone())
-            .collect();
-        for id in &doomed {
-            tasks.remove(id);
-        }
-        Ok(doomed.len())
+        Ok(self.remove_where(limit, |t| {
+            t.status.is_terminal()
+                && (t.updated_at_ms <= updated_before_ms || t.expires_at_ms().is_some_and(|at| at <= now_ms))
+        }))
     }
 }

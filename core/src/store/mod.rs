@@ -45,6 +45,36 @@ pub(crate) fn decode(id: &str, body: &[u8]) -> Result<TaskRecord, StoreError> {
     serde_json::from_slice(body).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
 }
 
+/// A count or time as the SQL backends' signed 64-bit integers (saturating).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The path and query of a `sqlite://` URL.
+#[cfg(feature = "sqlite")]
+pub(crate) fn sqlite_url(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("sqlite://")?;
+    Some(rest.split_once('?').unwrap_or((rest, "")))
+}
+
+/// An operator's whole purge: [`TaskStore::purge_finished`] in batches until one comes back
+/// short; returns how many tasks went.
+pub(crate) async fn purge_all_finished(
+    store: &dyn TaskStore,
+    now_ms: u64,
+    updated_before_ms: u64,
+) -> Result<usize, StoreError> {
+    let mut count = 0;
+    loop {
+        let n = store.purge_finished(now_ms, updated_before_ms, 4096).await?;
+        count += n;
+        if n < 4096 {
+            return Ok(count);
+        }
+    }
+}
+
 /// Wraps a backend error.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
@@ -60,8 +90,7 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError
         return Ok(std::sync::Arc::new(MemoryStore::new()));
     }
     #[cfg(feature = "sqlite")]
-    if let Some(rest) = url.strip_prefix("sqlite://") {
-        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if let Some((path, query)) = sqlite_url(url) {
         let durability = match query {
             "" => Durability::default(),
             "durability=full" => Durability::Full,

@@ -22,7 +22,7 @@ use tokio_postgres::AsyncMessage;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::postgres_tls;
-use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
+use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome, backend, decode, encode, int};
 use crate::protocol::TaskRecord;
 
 /// The channel the change trigger notifies on.
@@ -81,10 +81,6 @@ CREATE TRIGGER mcp_tasks_created AFTER INSERT ON mcp_tasks
     FOR EACH ROW EXECUTE FUNCTION mcp_tasks_notify_created();
 ",
 ];
-
-fn int(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
 
 /// Tasks in a PostgreSQL database, shared by any number of server processes.
 pub struct PostgresStore {

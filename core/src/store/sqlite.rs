@@ -40,7 +40,9 @@ use parking_lot::{Condvar, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{AdminAction, AdminOutcome, AdminRequest, StoreError, TaskStore, UpdateOutcome, backend, decode, encode};
+use super::{
+    AdminAction, AdminOutcome, AdminRequest, StoreError, TaskStore, UpdateOutcome, backend, decode, encode, int,
+};
 use crate::protocol::TaskRecord;
 
 /// The most writes committed in one transaction.
@@ -559,13 +561,9 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-fn int(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
+/// Wall-clock time for the operator requests' bookkeeping columns.
 fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    int(crate::clock::Clock::now_ms(&crate::clock::SystemClock))
 }
 
 /// Deletes `ids` (a purge), logging them first when there is a redo log.
@@ -596,11 +594,11 @@ fn finish_admin(tx: &rusqlite::Transaction<'_>, seq: u64, outcome: &str) -> Resu
 }
 
 /// Queues an operator request in the store at `conn` (another process's connection: the
-/// `mcp-tasks` admin CLI) for the host process that owns it; returns its sequence number.
-pub(crate) fn enqueue_admin(conn: &Connection, action: &AdminAction) -> Result<u64, StoreError> {
+/// `mcp-tasks` admin CLI) for the host process that owns it; returns its sequence number. The
+/// error is SQLite's own, so the caller can tell a busy file from other failures.
+pub(crate) fn enqueue_admin(conn: &Connection, action: &AdminAction) -> rusqlite::Result<u64> {
     let request = serde_json::to_string(action).expect("requests serialize");
-    conn.execute("INSERT INTO admin_requests (request, requested_at) VALUES (?1, ?2)", params![request, now_ms()])
-        .map_err(backend)?;
+    conn.execute("INSERT INTO admin_requests (request, requested_at) VALUES (?1, ?2)", params![request, now_ms()])?;
     Ok(u64::try_from(conn.last_insert_rowid()).unwrap_or(0))
 }
 
