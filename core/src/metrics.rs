@@ -54,7 +54,10 @@ pub(crate) struct Metrics {
     finished: Family<FinishedLabels, Counter>,
     in_flight: Gauge,
     duration: Histograms<ToolLabels>,
-    store_write: Histograms<OpLabels>,
+    /// The two series of `mcp_tasks_store_write_seconds`, taken once: every store write
+    /// observes one, so it neither allocates a label nor looks the series up.
+    insert_write: Histogram,
+    update_write: Histogram,
 }
 
 fn duration_buckets() -> Histogram {
@@ -96,7 +99,9 @@ impl Default for Metrics {
             "How long the store took to accept a write",
             store_write.clone(),
         );
-        Self { registry, created, finished, in_flight, duration, store_write }
+        let series = |op: &str| store_write.get_or_create(&OpLabels { op: op.to_owned() }).clone();
+        let (insert_write, update_write) = (series("insert"), series("update"));
+        Self { registry, created, finished, in_flight, duration, insert_write, update_write }
     }
 }
 
@@ -153,8 +158,10 @@ impl Metrics {
         );
     }
 
-    pub(crate) fn store_write(&self, op: &'static str, took: Duration) {
-        self.store_write.get_or_create(&OpLabels { op: op.to_owned() }).observe(took.as_secs_f64());
+    /// A store insert (`insert`) or update (not `insert`) took `took`.
+    pub(crate) fn store_write(&self, insert: bool, took: Duration) {
+        let series = if insert { &self.insert_write } else { &self.update_write };
+        series.observe(took.as_secs_f64());
     }
 
     /// The exposition text, with the in-flight gauge set to `in_flight`.

@@ -517,7 +517,7 @@ impl Engine {
                 return Err(e.into());
             }
         }
-        inner.metrics.store_write("insert", started.elapsed());
+        inner.metrics.store_write(true, started.elapsed());
         inner.metrics.created(&record);
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
         let live = Arc::new(Live {
@@ -681,7 +681,7 @@ impl Engine {
             let next = Arc::new(next);
             let started = std::time::Instant::now();
             let outcome = self.inner.store.update(&next, expected).await?;
-            self.inner.metrics.store_write("update", started.elapsed());
+            self.inner.metrics.store_write(false, started.elapsed());
             match outcome {
                 UpdateOutcome::Written => {
                     if next.status.is_terminal() {
@@ -730,7 +730,7 @@ impl Engine {
             let record = Arc::new(task);
             let started = std::time::Instant::now();
             let outcome = self.inner.store.update(&record, expected).await?;
-            self.inner.metrics.store_write("update", started.elapsed());
+            self.inner.metrics.store_write(false, started.elapsed());
             if outcome == UpdateOutcome::Written {
                 if record.status.is_terminal() {
                     self.inner.metrics.finished(&record);
@@ -821,17 +821,9 @@ impl Engine {
             },
             AdminAction::Purge { updated_before_ms } => {
                 let now = self.inner.clock.now_ms();
-                let mut count = 0;
-                loop {
-                    match self.inner.store.purge_finished(now, *updated_before_ms, 4096).await {
-                        Ok(n) => {
-                            count += n;
-                            if n < 4096 {
-                                break AdminOutcome::Purged { count };
-                            }
-                        }
-                        Err(e) => break AdminOutcome::Failed { message: e.to_string() },
-                    }
+                match crate::store::purge_all_finished(self.inner.store.as_ref(), now, *updated_before_ms).await {
+                    Ok(count) => AdminOutcome::Purged { count },
+                    Err(e) => AdminOutcome::Failed { message: e.to_string() },
                 }
             }
         }

@@ -200,8 +200,9 @@ impl Host {
     /// Handles one HTTP request (headers and body) and returns the HTTP response, inside a
     /// `mcp_request` span naming its `Mcp-Method`.
     pub async fn handle(&self, parts: Parts, body: Body) -> Response {
-        let method = parts.headers.get("mcp-method").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-        let span = tracing::info_span!("mcp_request", method = %method);
+        // Borrowed: a span records its fields only when a subscriber wants it.
+        let method = parts.headers.get("mcp-method").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let span = tracing::info_span!("mcp_request", method);
         tracing::Instrument::instrument(self.handle_inner(parts, body), span).await
     }
 
