@@ -140,7 +140,8 @@ async def child(mode: str, calls: int, trace: bool) -> dict[str, Any]:
                 stats = tracemalloc.take_snapshot().compare_to(start, "traceback")
                 groups: dict[str, int] = {}
                 for stat in stats:
-                    groups[owner(stat.traceback)] = groups.get(owner(stat.traceback), 0) + stat.size_diff
+                    name = owner(stat.traceback)
+                    groups[name] = groups.get(name, 0) + stat.size_diff
                 result["traced"] = groups
             # Done measuring: the sleeping tools need not finish.
             print(json.dumps(result), flush=True)
