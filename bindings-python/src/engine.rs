@@ -224,7 +224,7 @@ impl PyEngine {
         }
         let engine = self.inner.clone();
         let ttl = if unlimited_ttl { Some(None) } else { ttl_ms.map(Some) };
-        let options = TaskOptions { ttl_ms: ttl, poll_interval_ms };
+        let options = TaskOptions { ttl_ms: ttl, poll_interval_ms, ..TaskOptions::default() };
         let callbacks = Arc::clone(&self.callbacks);
         crate::awaitable(py, async move {
             let (created, ctx) = engine.create_task(&principal, &tool, options).await.map_err(engine_error)?;

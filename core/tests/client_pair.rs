@@ -97,7 +97,7 @@ impl Pair {
 }
 
 fn options(ttl_ms: Option<u64>, poll_ms: u64) -> TaskOptions {
-    TaskOptions { ttl_ms: Some(ttl_ms), poll_interval_ms: Some(poll_ms) }
+    TaskOptions { ttl_ms: Some(ttl_ms), poll_interval_ms: Some(poll_ms), ..TaskOptions::default() }
 }
 
 #[tokio::test]

@@ -223,7 +223,7 @@ async fn ttl_expiry_and_purge() {
     each_store(async |sqlite| {
         let config = EngineConfig { purge_grace_ms: 1_000, ..EngineConfig::default() };
         let rig = rig(sqlite, config).await;
-        let options = TaskOptions { ttl_ms: Some(Some(500)), poll_interval_ms: Some(100) };
+        let options = TaskOptions { ttl_ms: Some(Some(500)), poll_interval_ms: Some(100), ..TaskOptions::default() };
         let (created, ctx) = rig.engine.create_task("p", "tool", options).await.unwrap();
         let id = created.task.task_id;
         let (done, done_ctx) = rig.engine.create_task("p", "tool", options).await.unwrap();
@@ -251,7 +251,12 @@ async fn ttl_expiry_and_purge() {
 #[tokio::test]
 async fn size_limits() {
     each_store(async |sqlite| {
-        let limits = Limits { max_arguments_bytes: 64, max_input_responses_bytes: 64, max_result_bytes: 64 };
+        let limits = Limits {
+            max_arguments_bytes: 64,
+            max_input_responses_bytes: 64,
+            max_result_bytes: 64,
+            ..Limits::default()
+        };
         let rig = rig(sqlite, EngineConfig { limits, ..EngineConfig::default() }).await;
         let mut big = Map::new();
         big.insert("x".into(), json!("y".repeat(100)));

@@ -125,7 +125,7 @@ impl Harness {
     async fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
         match op.clone() {
             Op::Create { principal, ttl_ms } => {
-                let options = TaskOptions { ttl_ms: Some(ttl_ms), poll_interval_ms: None };
+                let options = TaskOptions { ttl_ms: Some(ttl_ms), poll_interval_ms: None, ..TaskOptions::default() };
                 let (created, ctx) = self.engine.create_task(PRINCIPALS[principal], "job", options).await.unwrap();
                 self.tasks.push(Model {
                     id: created.task.task_id.clone(),

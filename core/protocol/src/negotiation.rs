@@ -12,8 +12,9 @@ use super::types::{EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, MET
 /// The protocol versions this crate serves.
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
-/// The per-request `_meta` envelope of MCP 2026-07-28.
-#[derive(Clone, Debug, PartialEq)]
+/// The per-request `_meta` envelope of MCP 2026-07-28. Serializable so a resumable task's call
+/// can be stored with it and run again as the client sent it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     /// `io.modelcontextprotocol/protocolVersion`.
     pub protocol_version: String,

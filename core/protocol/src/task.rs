@@ -13,6 +13,13 @@
 //! [`TransitionError::Terminal`] and changes nothing, so a result that arrives after a cancel
 //! is discarded and a second cancel is a no-op
 //! (<https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html>, "Task Cancellation").
+//!
+//! Who runs a task is part of the record too, and changes through the same function. A task is
+//! *assigned* to the worker (`owner`) running its current attempt, or *waiting* for one
+//! (`runnable_at_ms` set, no owner): a task created for separate workers waits from the start,
+//! and a [resumable](Resume) task whose worker died waits again (`Abandon`) until a worker takes
+//! it with `Claim`, which starts the next attempt. Both keep the client-visible status
+//! (`working` or `input_required`): to the client the task simply goes on.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{ErrorKind, RpcError};
+use super::negotiation::Envelope;
 use super::time::format_ms;
 use super::types::{DetailedTask, InputRequests, InputResponses, Task, TaskStatus};
 
@@ -64,6 +72,98 @@ pub struct TaskRecord {
     pub error: Option<RpcError>,
     /// Incremented on every change; stores use it for compare-and-set.
     pub version: u64,
+    /// Attempts started: 1 for a task run where it was created, 0 while a task created for
+    /// separate workers waits for its first one, one more at every `Claim`.
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
+    /// Set when the tool is resumable: its work runs again after its worker dies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Resume>,
+    /// The call to run again (resumable tasks, and tasks that wait for a separate worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<StoredCall>,
+    /// The last checkpoint the work saved, handed to the next attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Value>,
+    /// While no worker runs the task: the time (Unix ms) from which one may claim it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runnable_at_ms: Option<u64>,
+    /// Input keys an earlier attempt issued that were still unanswered, or answered but not
+    /// handed to that attempt, when it stopped: the next attempt may ask them again and gets
+    /// their answers rather than a duplicate-key error.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub reissuable_keys: BTreeSet<String>,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_first_attempt(attempt: &u32) -> bool {
+    *attempt == 1
+}
+
+/// How a resumable tool's task runs again after the worker running it dies. As JSON (an
+/// adapter's per-tool options): `{"maxAttempts": number, "backoffMs": number}`, both optional.
+///
+/// Execution is at least once: an attempt that was cut short runs again, from the start of the
+/// tool (or from its last checkpoint), so the tool must be idempotent. Completion stays exactly
+/// once: every write is compare-and-set, only the assigned worker's writes count, and a
+/// terminal task never changes, so two attempts never both complete and a cancel still wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resume {
+    /// The most attempts in all, the first included (at least 1; 1 never resumes).
+    #[serde(default = "Resume::default_attempts")]
+    pub max_attempts: u32,
+    /// The wait before the second attempt; each later one waits twice the one before, at most
+    /// [`MAX_BACKOFF_MS`].
+    #[serde(default = "Resume::default_backoff")]
+    pub backoff_ms: u64,
+}
+
+/// The longest wait between two attempts of a resumable task (10 minutes).
+pub const MAX_BACKOFF_MS: u64 = 600_000;
+
+impl Default for Resume {
+    fn default() -> Self {
+        Self { max_attempts: Self::default_attempts(), backoff_ms: Self::default_backoff() }
+    }
+}
+
+impl Resume {
+    fn default_attempts() -> u32 {
+        3
+    }
+
+    fn default_backoff() -> u64 {
+        1_000
+    }
+
+    /// The wait before attempt `next` (2 or more): `backoff_ms × 2^(next − 2)`, capped.
+    pub fn delay_before(&self, next: u32) -> u64 {
+        let doublings = next.saturating_sub(2).min(32);
+        self.backoff_ms.saturating_mul(1_u64 << doublings).min(MAX_BACKOFF_MS)
+    }
+}
+
+/// A `tools/call` as a later attempt or a separate worker runs it: what the tool saw the first
+/// time, from the arguments to the client's envelope.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredCall {
+    /// The arguments object.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub arguments: Map<String, Value>,
+    /// MRTR answers the call came with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_responses: Option<InputResponses>,
+    /// The MRTR state the call came with, as the handler returned it (already verified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    /// The request's `_meta` envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<Envelope>,
 }
 
 /// What happened to a task. Each is applied by [`TaskRecord::apply`].
@@ -85,8 +185,35 @@ pub enum TaskEvent {
     Cancel,
     /// The TTL passed before the task finished.
     Expire,
-    /// The process running the work is gone (crash recovery).
+    /// The process running the work is gone (crash recovery, or its lease lapsed). A resumable
+    /// task with attempts left waits for a worker again (after its backoff); one without fails
+    /// with this message; one that already used its last attempt fails saying so. A task no
+    /// worker holds is not affected.
     Abandon(String),
+    /// The work saved a checkpoint for a later attempt.
+    Checkpoint(Value),
+    /// Worker `owner` takes a task that waits for one, starting its next attempt; refused with
+    /// [`TransitionError::NotRunnable`] if the task is assigned or its backoff has not ended.
+    Claim {
+        /// The claiming worker.
+        owner: String,
+    },
+}
+
+impl TaskEvent {
+    /// True for the events only the work itself raises (status, input, checkpoints, its
+    /// result): once another worker took the task over, a stale attempt's events are refused.
+    pub fn is_from_work(&self) -> bool {
+        matches!(
+            self,
+            Self::SetStatusMessage(_)
+                | Self::RequestInput(_)
+                | Self::TakeAnswers(_)
+                | Self::Complete(_)
+                | Self::Fail(_)
+                | Self::Checkpoint(_)
+        )
+    }
 }
 
 /// Why an event was refused. Nothing changed.
@@ -102,6 +229,9 @@ pub enum TransitionError {
     /// The work asked for input with no requests.
     #[error("an input request needs at least one key")]
     EmptyInputRequest,
+    /// A claim found the task assigned to a worker, or still in its backoff.
+    #[error("task is not waiting for a worker")]
+    NotRunnable,
 }
 
 /// What an applied event changed.
@@ -115,6 +245,9 @@ pub struct Applied {
 
 /// The message of a task that expired before finishing.
 pub const EXPIRED_MESSAGE: &str = "Task expired: its ttlMs elapsed before the work finished";
+
+/// `error.data.reason` of a resumable task whose worker died during its last allowed attempt.
+pub const ATTEMPTS_EXHAUSTED: &str = "attempts_exhausted";
 
 impl TaskRecord {
     /// A fresh `working` task created at `now_ms`.
@@ -145,7 +278,23 @@ impl TaskRecord {
             result: None,
             error: None,
             version: 1,
+            attempt: 1,
+            resume: None,
+            call: None,
+            checkpoint: None,
+            runnable_at_ms: None,
+            reissuable_keys: BTreeSet::new(),
         }
+    }
+
+    /// True while no worker runs the task: it waits for one to [claim](TaskEvent::Claim) it.
+    pub fn is_waiting(&self) -> bool {
+        self.runnable_at_ms.is_some()
+    }
+
+    /// True when a worker may claim it at `now_ms`: unfinished, waiting, its backoff over.
+    pub fn is_runnable(&self, now_ms: u64) -> bool {
+        !self.status.is_terminal() && self.runnable_at_ms.is_some_and(|at| now_ms >= at)
     }
 
     /// When the TTL ends (Unix ms), or `None` for an unlimited task.
@@ -177,14 +326,23 @@ impl TaskRecord {
                 if requests.is_empty() {
                     return Err(TransitionError::EmptyInputRequest);
                 }
-                if let Some(key) = requests.keys().find(|key| self.issued_keys.contains(*key)) {
+                if let Some(key) =
+                    requests.keys().find(|key| self.issued_keys.contains(*key) && !self.reissuable_keys.contains(*key))
+                {
                     return Err(TransitionError::DuplicateInputKey(key.clone()));
                 }
                 for (key, request) in requests {
+                    // Asked again by a later attempt: still outstanding, or its answer waits
+                    // in `answers`; either way the client is not asked twice.
+                    if self.reissuable_keys.remove(&key) {
+                        continue;
+                    }
                     self.issued_keys.insert(key.clone());
                     self.input_requests.insert(key, request);
                 }
-                self.status = TaskStatus::InputRequired;
+                if !self.input_requests.is_empty() {
+                    self.status = TaskStatus::InputRequired;
+                }
             }
             TaskEvent::ProvideInput(responses) => {
                 for (key, response) in responses {
@@ -230,12 +388,59 @@ impl TaskRecord {
                 );
             }
             TaskEvent::Abandon(message) => {
-                self.finish(TaskStatus::Failed);
-                self.status_message = Some(message.clone());
-                self.error = Some(
-                    RpcError::new(ErrorKind::Internal.code(), message)
-                        .with_data(serde_json::json!({ "reason": "server_restarted" })),
-                );
+                if self.is_waiting() {
+                    // No worker ran it: nothing was lost.
+                    applied.changed = false;
+                } else if let Some(resume) = self.resume.filter(|_| self.call.is_some()) {
+                    let max = resume.max_attempts.max(1);
+                    if self.attempt < max {
+                        let next = self.attempt + 1;
+                        self.owner = String::new();
+                        self.runnable_at_ms = Some(now_ms.saturating_add(resume.delay_before(next)));
+                        self.reissuable_keys = self.input_requests.keys().chain(self.answers.keys()).cloned().collect();
+                        self.status_message = Some(format!(
+                            "Resuming: the worker running attempt {} stopped; attempt {next} of {max} starts when a worker takes it",
+                            self.attempt
+                        ));
+                    } else {
+                        let text = format!(
+                            "Task failed: the worker running it stopped during attempt {}, the last of the {max} it may have",
+                            self.attempt
+                        );
+                        self.finish(TaskStatus::Failed);
+                        self.status_message = Some(text.clone());
+                        self.error =
+                            Some(RpcError::new(ErrorKind::Internal.code(), text).with_data(
+                                serde_json::json!({ "reason": ATTEMPTS_EXHAUSTED, "attempts": self.attempt }),
+                            ));
+                    }
+                } else {
+                    self.finish(TaskStatus::Failed);
+                    self.status_message = Some(message.clone());
+                    self.error = Some(
+                        RpcError::new(ErrorKind::Internal.code(), message)
+                            .with_data(serde_json::json!({ "reason": "server_restarted" })),
+                    );
+                }
+            }
+            TaskEvent::Checkpoint(value) => {
+                if self.checkpoint.as_ref() == Some(&value) {
+                    applied.changed = false;
+                } else {
+                    self.checkpoint = Some(value);
+                }
+            }
+            TaskEvent::Claim { owner } => {
+                if !self.is_runnable(now_ms) {
+                    return Err(TransitionError::NotRunnable);
+                }
+                self.owner = owner;
+                self.runnable_at_ms = None;
+                self.attempt += 1;
+                if self.attempt > 1 {
+                    let max = self.resume.map_or(self.attempt, |r| r.max_attempts.max(self.attempt));
+                    self.status_message = Some(format!("Resumed: attempt {} of {max}", self.attempt));
+                }
             }
         }
         if applied.changed {
@@ -249,6 +454,11 @@ impl TaskRecord {
         self.status = status;
         self.input_requests.clear();
         self.answers.clear();
+        self.reissuable_keys.clear();
+        self.runnable_at_ms = None;
+        // What only a later attempt needs goes: a terminal row costs what it did before.
+        self.call = None;
+        self.checkpoint = None;
     }
 
     /// The base `Task` as the wire shows it.
@@ -386,6 +596,99 @@ mod tests {
         let mut unlimited = record();
         unlimited.ttl_ms = None;
         assert!(!unlimited.is_expired(u64::MAX));
+    }
+
+    fn resumable(max_attempts: u32) -> TaskRecord {
+        let mut task = record();
+        task.resume = Some(Resume { max_attempts, backoff_ms: 100 });
+        task.call = Some(StoredCall::default());
+        task
+    }
+
+    #[test]
+    fn a_resumable_task_waits_for_a_worker_then_runs_its_next_attempt() {
+        let mut task = resumable(3);
+        task.apply(1500, TaskEvent::Checkpoint(json!({"step": 4}))).unwrap();
+        task.apply(2000, TaskEvent::Abandon("gone".into())).unwrap();
+        assert_eq!(task.status, TaskStatus::Working, "the client sees the task go on");
+        assert!(task.is_waiting() && task.owner.is_empty());
+        assert_eq!(task.runnable_at_ms, Some(2100));
+        // A second death notice while no worker holds it changes nothing.
+        assert!(!task.apply(2050, TaskEvent::Abandon("again".into())).unwrap().changed);
+        assert_eq!(task.apply(2099, TaskEvent::Claim { owner: "w2".into() }), Err(TransitionError::NotRunnable));
+        task.apply(2100, TaskEvent::Claim { owner: "w2".into() }).unwrap();
+        assert_eq!((task.attempt, task.owner.as_str(), task.is_waiting()), (2, "w2", false));
+        assert_eq!(task.checkpoint, Some(json!({"step": 4})));
+        assert_eq!(task.status_message.as_deref(), Some("Resumed: attempt 2 of 3"));
+        // An assigned task cannot be claimed again: two workers never run one attempt.
+        assert_eq!(task.apply(9000, TaskEvent::Claim { owner: "w3".into() }), Err(TransitionError::NotRunnable));
+        // The third attempt waits twice as long.
+        task.apply(3000, TaskEvent::Abandon("gone".into())).unwrap();
+        assert_eq!(task.runnable_at_ms, Some(3200));
+    }
+
+    #[test]
+    fn the_last_attempt_fails_saying_so_and_others_fail_as_before() {
+        let mut task = resumable(2);
+        task.apply(2000, TaskEvent::Abandon("gone".into())).unwrap();
+        task.apply(2100, TaskEvent::Claim { owner: "w2".into() }).unwrap();
+        task.apply(3000, TaskEvent::Abandon("gone".into())).unwrap();
+        assert_eq!(task.status, TaskStatus::Failed);
+        let error = task.error.clone().unwrap();
+        assert_eq!(error.data.as_ref().unwrap()["reason"], ATTEMPTS_EXHAUSTED);
+        assert!(error.message.contains("attempt 2, the last of the 2"), "{}", error.message);
+        assert_eq!((task.call.clone(), task.checkpoint.clone()), (None, None), "a terminal row keeps no call");
+
+        let mut plain = record();
+        plain.apply(2000, TaskEvent::Abandon("the process stopped".into())).unwrap();
+        assert_eq!(plain.status, TaskStatus::Failed);
+        assert_eq!(plain.error.unwrap().data.unwrap()["reason"], "server_restarted");
+    }
+
+    #[test]
+    fn a_cancel_while_waiting_is_final() {
+        let mut task = resumable(3);
+        task.apply(2000, TaskEvent::Abandon("gone".into())).unwrap();
+        task.apply(2010, TaskEvent::Cancel).unwrap();
+        assert_eq!(task.status, TaskStatus::Cancelled);
+        assert!(!task.is_runnable(u64::MAX));
+        assert!(matches!(task.apply(3000, TaskEvent::Claim { owner: "w".into() }), Err(TransitionError::Terminal(_))));
+    }
+
+    #[test]
+    fn a_later_attempt_may_ask_its_questions_again() {
+        let mut task = resumable(3);
+        task.apply(1100, TaskEvent::RequestInput(requests(&["taken", "answered", "open"]))).unwrap();
+        let mut answers = Map::new();
+        answers.insert("taken".into(), json!({"action": "accept"}));
+        answers.insert("answered".into(), json!({"action": "decline"}));
+        task.apply(1200, TaskEvent::ProvideInput(answers)).unwrap();
+        task.apply(1300, TaskEvent::TakeAnswers(vec!["taken".into()])).unwrap();
+        task.apply(2000, TaskEvent::Abandon("gone".into())).unwrap();
+        assert_eq!(task.status, TaskStatus::InputRequired, "the open question stays visible");
+        task.apply(2100, TaskEvent::Claim { owner: "w2".into() }).unwrap();
+        // The answer the dead attempt took is gone with it (it should have saved it).
+        assert_eq!(
+            task.apply(2200, TaskEvent::RequestInput(requests(&["taken"]))),
+            Err(TransitionError::DuplicateInputKey("taken".into()))
+        );
+        task.apply(2200, TaskEvent::RequestInput(requests(&["answered", "open", "new"]))).unwrap();
+        let mut open: Vec<&str> = task.input_requests.keys().map(String::as_str).collect();
+        open.sort_unstable();
+        assert_eq!(open, ["new", "open"]);
+        assert!(task.answers.contains_key("answered"));
+        assert!(task.reissuable_keys.is_empty());
+        // Asked once more within this attempt: a duplicate again.
+        assert!(task.apply(2300, TaskEvent::RequestInput(requests(&["open"]))).is_err());
+    }
+
+    #[test]
+    fn old_records_read_as_first_attempts() {
+        let mut value = serde_json::to_value(record()).unwrap();
+        assert!(value.get("attempt").is_none(), "a first attempt is not written");
+        value.as_object_mut().unwrap().remove("attempt");
+        let read: TaskRecord = serde_json::from_value(value).unwrap();
+        assert_eq!(read, record());
     }
 
     #[test]

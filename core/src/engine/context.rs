@@ -80,7 +80,7 @@ impl TaskContext {
     }
 
     async fn finish(&self, event: TaskEvent) -> Result<bool, EngineError> {
-        match self.engine.change(&self.id, event).await {
+        match self.engine.change_work(&self.live, event).await {
             Ok(_) => Ok(true),
             Err(EngineError::Transition(TransitionError::Terminal(_))) => Ok(false),
             Err(e) => Err(e),
@@ -116,7 +116,27 @@ impl TaskHandle {
 
     /// Sets the task's `statusMessage` (visible to `tasks/get` and listeners once this returns).
     pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), EngineError> {
-        self.engine.change(&self.id, TaskEvent::SetStatusMessage(message.into())).await.map(|_| ())
+        self.engine.change_work(&self.live, TaskEvent::SetStatusMessage(message.into())).await.map(|_| ())
+    }
+
+    /// This attempt's number: 1 for the task's first run, 2 or more for a resumable task run
+    /// again after its worker died.
+    pub fn attempt(&self) -> u32 {
+        self.live.committed.read().attempt
+    }
+
+    /// The last checkpoint saved with [`TaskHandle::checkpoint`], by this attempt or an earlier
+    /// one; `None` when none was saved.
+    pub fn saved_checkpoint(&self) -> Option<Value> {
+        self.live.committed.read().checkpoint.clone()
+    }
+
+    /// Saves `value` with the task (durably, as every task write), for a later attempt to
+    /// resume from if this one is cut short. A value over `Limits::max_checkpoint_bytes` is
+    /// refused with -32602 and the previous checkpoint stays.
+    pub async fn checkpoint(&self, value: Value) -> Result<(), EngineError> {
+        Limits::check("checkpoint", &value, self.engine.config().limits.max_checkpoint_bytes)?;
+        self.engine.change_work(&self.live, TaskEvent::Checkpoint(value)).await.map(|_| ())
     }
 
     /// Asks the client for input: the task becomes `input_required` with `requests` (keys must
@@ -127,7 +147,7 @@ impl TaskHandle {
         let (tx, rx) = oneshot::channel();
         let keys: Vec<String> = requests.keys().cloned().collect();
         self.live.waiters.lock().push(Waiter { keys: keys.clone(), tx });
-        if let Err(e) = self.engine.change(&self.id, TaskEvent::RequestInput(requests)).await {
+        if let Err(e) = self.engine.change_work(&self.live, TaskEvent::RequestInput(requests)).await {
             self.live.waiters.lock().retain(|w| w.keys != keys);
             return Err(e);
         }
@@ -140,14 +160,21 @@ impl TaskHandle {
 
 impl Drop for TaskContext {
     fn drop(&mut self) {
-        if self.finished || self.live.committed.read().status.is_terminal() {
+        if self.finished {
             return;
         }
+        {
+            // Finished, or another worker runs it now: nothing of this attempt's to fail.
+            let committed = self.live.committed.read();
+            if committed.status.is_terminal() || committed.owner != self.handle.engine.inner.owner {
+                return;
+            }
+        }
         let engine = self.handle.engine.clone();
-        let id = self.handle.id.clone();
+        let live = Arc::clone(&self.handle.live);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                let _ = engine.change(&id, TaskEvent::Fail(RpcError::internal(NO_RESULT_MESSAGE))).await;
+                let _ = engine.change_work(&live, TaskEvent::Fail(RpcError::internal(NO_RESULT_MESSAGE))).await;
             });
         }
     }

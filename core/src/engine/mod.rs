@@ -7,6 +7,7 @@
 //! memory when it becomes terminal; terminal tasks are read from the store and cost no RAM.
 
 mod context;
+mod executor;
 mod options;
 mod serve;
 
@@ -20,12 +21,14 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use context::{NO_RESULT_MESSAGE, TaskContext, TaskHandle};
+pub use executor::{ClaimedTask, Executor};
 pub use options::{DEFAULT_STORE, EngineOptions, OpenedEngine};
 pub use serve::Served;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{
-    CreateTaskResult, DetailedTask, InputResponses, ProtocolError, ResultType, TaskEvent, TaskRecord, TransitionError,
+    CreateTaskResult, DetailedTask, InputResponses, ProtocolError, ResultType, Resume, StoredCall, TaskEvent,
+    TaskRecord, TransitionError,
 };
 use crate::store::{AdminAction, AdminOutcome, LiveQuota, StoreError, TaskStore, UpdateOutcome};
 
@@ -38,6 +41,9 @@ pub struct Limits {
     pub max_input_responses_bytes: usize,
     /// Largest tool result; a larger one fails the task with -32603.
     pub max_result_bytes: usize,
+    /// Largest checkpoint a task's work may save; a larger one is refused (-32602) and the
+    /// previous checkpoint stays.
+    pub max_checkpoint_bytes: usize,
 }
 
 impl Limits {
@@ -65,7 +71,12 @@ impl std::io::Write for ByteCounter {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_arguments_bytes: 1 << 20, max_input_responses_bytes: 1 << 20, max_result_bytes: 8 << 20 }
+        Self {
+            max_arguments_bytes: 1 << 20,
+            max_input_responses_bytes: 1 << 20,
+            max_result_bytes: 8 << 20,
+            max_checkpoint_bytes: 64 << 10,
+        }
     }
 }
 
@@ -98,6 +109,10 @@ pub struct EngineConfig {
     /// The most live tasks of all principals together (`server_quota`); `None` is no cap. On a
     /// shared store both caps count every worker's tasks.
     pub max_live_tasks: Option<u64>,
+    /// How often a running [`Executor`] looks for tasks that wait for a worker (created for
+    /// separate workers, or resumable ones whose worker died) in a store other processes
+    /// write; tasks this process enqueues or releases wake it at once.
+    pub claim_interval: Duration,
 }
 
 impl EngineConfig {
@@ -120,13 +135,14 @@ impl Default for EngineConfig {
             worker_lease: Duration::from_secs(15),
             max_live_tasks_per_principal: None,
             max_live_tasks: None,
+            claim_interval: Duration::from_millis(250),
         }
     }
 }
 
 /// Per-task settings, usually from the tool's registration. As JSON (an adapter's per-tool
-/// options): `{"ttlMs": number | null, "pollIntervalMs": number}`, both optional, `null`
-/// unlimited.
+/// options): `{"ttlMs": number | null, "pollIntervalMs": number, "resume": {"maxAttempts":
+/// number, "backoffMs": number}}`, all optional, `null` unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskOptions {
@@ -135,6 +151,10 @@ pub struct TaskOptions {
     pub ttl_ms: Option<Option<u64>>,
     /// Poll interval override.
     pub poll_interval_ms: Option<u64>,
+    /// The tool is resumable: when the worker running a task dies, the task waits for another
+    /// attempt instead of failing (see [`Resume`]). Takes effect for tasks created with their
+    /// call ([`Engine::create_task_for`]), which the next attempt runs again.
+    pub resume: Option<Resume>,
 }
 
 /// Why an engine call failed.
@@ -153,6 +173,10 @@ pub enum EngineError {
     /// The task was cancelled (or expired) while the work waited.
     #[error("task was cancelled")]
     Cancelled,
+    /// Another worker took the task over (this worker's lease had lapsed): this attempt's
+    /// writes no longer count, and its work is cancelled.
+    #[error("another worker took this task over")]
+    Superseded,
 }
 
 impl EngineError {
@@ -166,6 +190,7 @@ impl EngineError {
             Self::Store(e) => ProtocolError::Internal(e.to_string()),
             Self::Transition(e) => ProtocolError::Internal(e.to_string()),
             Self::Cancelled => ProtocolError::Internal("task was cancelled".into()),
+            Self::Superseded => ProtocolError::Internal(self.to_string()),
         }
     }
 }
@@ -181,6 +206,8 @@ pub struct SweepReport {
     pub orphaned: usize,
     /// Operator requests applied (`mcp-tasks cancel|purge` on a store this process owns).
     pub admin: usize,
+    /// Resumable tasks of dead workers, now waiting for another attempt (shared stores).
+    pub released: usize,
 }
 
 pub(crate) struct Waiter {
@@ -207,6 +234,9 @@ pub(crate) struct Inner {
     finished: Mutex<FinishedCache>,
     changes: broadcast::Sender<Arc<TaskRecord>>,
     metrics: crate::metrics::Metrics,
+    /// Woken when this process makes a task wait for a worker, so a running executor claims it
+    /// at once instead of at its next look.
+    runnable: tokio::sync::Notify,
 }
 
 /// The tasks this process runs, and, when the engine enforces the live-task caps itself (a
@@ -215,6 +245,10 @@ pub(crate) struct Inner {
 #[derive(Default)]
 struct LiveSet {
     tasks: HashMap<String, Arc<Live>>,
+    /// On a store only this engine writes: the tasks that wait for a worker (enqueued here, or
+    /// resumable tasks the last process left), by principal. They keep their place under the
+    /// caps until claimed (then they count as running) or finished.
+    waiting: HashMap<String, String>,
     quota: LiveQuota,
     /// Live tasks and reservations per principal (kept only with a per-principal cap).
     per_principal: HashMap<String, u64>,
@@ -239,6 +273,17 @@ impl LiveSet {
         Ok(())
     }
 
+    /// Counts a task this process took over (a claim): it was live already, so no cap refuses it.
+    fn adopt(&mut self, principal: &str) {
+        if !self.quota.is_set() {
+            return;
+        }
+        self.total += 1;
+        if self.quota.per_principal.is_some() {
+            *self.per_principal.entry(principal.to_owned()).or_default() += 1;
+        }
+    }
+
     /// Gives back a place (the task was not created, or is no longer live).
     fn release(&mut self, principal: &str) {
         if !self.quota.is_set() {
@@ -250,6 +295,19 @@ impl LiveSet {
             if *own == 0 {
                 self.per_principal.remove(principal);
             }
+        }
+    }
+
+    /// Takes a waiting task out of `waiting` as it is claimed (its place goes with it); false
+    /// when this engine did not count it.
+    fn unwait(&mut self, id: &str) -> bool {
+        self.waiting.remove(id).is_some()
+    }
+
+    /// Gives back the place of a waiting task that finished without being claimed.
+    fn finish_waiting(&mut self, id: &str) {
+        if let Some(principal) = self.waiting.remove(id) {
+            self.release(&principal);
         }
     }
 
@@ -346,6 +404,7 @@ impl EngineBuilder {
                 finished: Mutex::new(FinishedCache::default()),
                 changes,
                 metrics: crate::metrics::Metrics::default(),
+                runnable: tokio::sync::Notify::new(),
             }),
         };
         if engine.inner.store.shared() {
@@ -466,7 +525,7 @@ impl Engine {
     }
 
     async fn recover_orphans(&self) -> Result<usize, StoreError> {
-        let mut recovered = 0;
+        let (mut recovered, mut released) = (0, 0);
         let mut seen = std::collections::HashSet::new();
         loop {
             let batch = self.inner.store.unfinished(None, 1024).await?;
@@ -475,13 +534,25 @@ impl Engine {
                 break;
             }
             for task in fresh {
-                if self.change_stored(task, TaskEvent::Abandon(ABANDONED_MESSAGE.into())).await.is_ok() {
-                    recovered += 1;
+                // A resumable task waits for its next attempt instead (an executor claims it).
+                match self.change_stored(task, TaskEvent::Abandon(ABANDONED_MESSAGE.into())).await {
+                    Ok(task) if task.is_waiting() => {
+                        let mut set = self.inner.live.lock();
+                        set.adopt(&task.principal);
+                        set.waiting.insert(task.id.clone(), task.principal.clone());
+                        released += 1;
+                    }
+                    Ok(_) => recovered += 1,
+                    Err(_) => {}
                 }
             }
         }
         if recovered > 0 {
             tracing::warn!(recovered, "failed tasks left unfinished by a previous process");
+        }
+        if released > 0 {
+            tracing::info!(released, "resumable tasks of a previous process wait for their next attempt");
+            self.inner.runnable.notify_one();
         }
         Ok(recovered)
     }
@@ -494,11 +565,67 @@ impl Engine {
         tool: &str,
         options: TaskOptions,
     ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
+        self.create_task_for(principal, tool, options, None).await
+    }
+
+    /// [`Engine::create_task`] keeping the call with the task when the tool is resumable
+    /// (`options.resume`), so a later attempt can run it again after this process dies. Without
+    /// `resume`, or without a call, the task fails as before when its worker dies.
+    pub async fn create_task_for(
+        &self,
+        principal: &str,
+        tool: &str,
+        options: TaskOptions,
+        call: Option<StoredCall>,
+    ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
+        let mut record = self.new_record(principal, tool, options);
+        if let (Some(resume), Some(call)) = (options.resume, call) {
+            record.resume = Some(resume);
+            record.call = Some(call);
+        }
+        let record = Arc::new(record);
+        self.insert_new(&record).await?;
+        let live = Self::new_live(Arc::clone(&record));
+        self.inner.live.lock().tasks.insert(record.id.clone(), Arc::clone(&live));
+        let _ = self.inner.changes.send(Arc::clone(&record));
+        let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
+        Ok((result, TaskContext::new(self.clone(), live)))
+    }
+
+    /// Creates a task that waits for a worker instead of running here: stored durably with its
+    /// call, then claimed by whichever process runs an [`Executor`] for `tool` (a separate
+    /// worker on a shared store, or this process). Send the result only after this returns.
+    pub async fn enqueue_task(
+        &self,
+        principal: &str,
+        tool: &str,
+        options: TaskOptions,
+        call: StoredCall,
+    ) -> Result<CreateTaskResult, EngineError> {
+        let mut record = self.new_record(principal, tool, options);
+        record.owner = String::new();
+        record.attempt = 0;
+        record.runnable_at_ms = Some(record.created_at_ms);
+        record.resume = options.resume;
+        record.call = Some(call);
+        let record = Arc::new(record);
+        self.insert_new(&record).await?;
+        // Not live here: the store answers for it until a worker claims it. On a store only
+        // this engine writes, it keeps the place it reserved until then.
+        if !self.inner.store.shared() {
+            self.inner.live.lock().waiting.insert(record.id.clone(), principal.to_owned());
+        }
+        let _ = self.inner.changes.send(Arc::clone(&record));
+        self.inner.runnable.notify_one();
+        Ok(CreateTaskResult { result_type: ResultType::Task, task: record.to_task() })
+    }
+
+    fn new_record(&self, principal: &str, tool: &str, options: TaskOptions) -> TaskRecord {
         let inner = &self.inner;
         let now = inner.clock.now_ms();
         let ttl = options.ttl_ms.unwrap_or(inner.config.default_ttl_ms);
         let poll = options.poll_interval_ms.unwrap_or(inner.config.default_poll_interval_ms);
-        let record = Arc::new(TaskRecord::new(
+        TaskRecord::new(
             inner.ids.next_id(),
             principal.to_owned(),
             inner.owner.clone(),
@@ -506,29 +633,36 @@ impl Engine {
             now,
             ttl,
             Some(poll),
-        ));
+        )
+    }
+
+    fn new_live(record: Arc<TaskRecord>) -> Arc<Live> {
+        Arc::new(Live {
+            committed: RwLock::new(record),
+            write_lock: tokio::sync::Mutex::new(()),
+            cancel: CancellationToken::new(),
+            waiters: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Stores a new task within the live-task caps (the store counts on a shared store; this
+    /// engine counts its own otherwise, and keeps the place it reserved).
+    async fn insert_new(&self, record: &Arc<TaskRecord>) -> Result<(), EngineError> {
+        let inner = &self.inner;
+        let principal = record.principal.as_str();
         let started = std::time::Instant::now();
         if inner.store.shared() {
-            inner.store.insert_within(&record, inner.config.live_quota()).await?;
+            inner.store.insert_within(record, inner.config.live_quota()).await?;
         } else {
             inner.live.lock().reserve(principal)?;
-            if let Err(e) = inner.store.insert(&record).await {
+            if let Err(e) = inner.store.insert(record).await {
                 inner.live.lock().release(principal);
                 return Err(e.into());
             }
         }
         inner.metrics.store_write(true, started.elapsed());
-        inner.metrics.created(&record);
-        let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
-        let live = Arc::new(Live {
-            committed: RwLock::new(Arc::clone(&record)),
-            write_lock: tokio::sync::Mutex::new(()),
-            cancel: CancellationToken::new(),
-            waiters: Mutex::new(Vec::new()),
-        });
-        inner.live.lock().tasks.insert(record.id.clone(), Arc::clone(&live));
-        let _ = inner.changes.send(record);
-        Ok((result, TaskContext::new(self.clone(), live)))
+        inner.metrics.created(record);
+        Ok(())
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
@@ -655,6 +789,14 @@ impl Engine {
             let this = if shared { event.clone() } else { event.take() };
             let this = this.ok_or_else(|| StoreError::Backend("an unshared store reported a conflict".into()))?;
             let mut next = TaskRecord::clone(&live.committed.read());
+            if next.owner != self.inner.owner && !next.status.is_terminal() {
+                // Another worker runs it now (this worker's lease had lapsed): this attempt's
+                // own writes no longer count; a client's event still applies, to the store.
+                if this.is_from_work() {
+                    return Err(EngineError::Superseded);
+                }
+                return self.change_stored(next, this).await;
+            }
             let expected = next.version;
             let applied = next.apply(self.inner.clock.now_ms(), this)?;
             // Answers that complete a waiting request are handed over in the same write (also
@@ -716,8 +858,21 @@ impl Engine {
             self.remember_finished(&record);
             self.inner.live.lock().remove(&record.id);
             live.cancel.cancel();
+        } else if record.owner != self.inner.owner {
+            // Released or claimed elsewhere while this worker's lease had lapsed: the work
+            // here stops, and the worker that owns it now answers for it.
+            tracing::warn!(task_id = %record.id, "another worker took this task over; its work here stops");
+            self.inner.live.lock().remove(&record.id);
+            live.cancel.cancel();
         }
         let _ = self.inner.changes.send(record);
+    }
+
+    /// A change the work itself makes (status, input, checkpoint, result): through its own live
+    /// entry, so once the task finished or another worker took it over the change is refused,
+    /// never applied to the record as it is now.
+    pub(crate) async fn change_work(&self, live: &Arc<Live>, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
+        Box::pin(self.change_live(live, event)).await
     }
 
     async fn change_stored(&self, mut task: TaskRecord, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
@@ -734,6 +889,7 @@ impl Engine {
             if outcome == UpdateOutcome::Written {
                 if record.status.is_terminal() {
                     self.inner.metrics.finished(&record);
+                    self.inner.live.lock().finish_waiting(&record.id);
                 }
                 self.remember_finished(&record);
                 let _ = self.inner.changes.send(Arc::clone(&record));
@@ -771,9 +927,14 @@ impl Engine {
         if self.inner.store.shared() {
             self.renew_lease().await?;
             for task in self.inner.store.orphaned(now, 1024).await? {
-                if self.change(&task.id, TaskEvent::Abandon(DEAD_WORKER_MESSAGE.into())).await.is_ok() {
-                    report.orphaned += 1;
+                match self.change(&task.id, TaskEvent::Abandon(DEAD_WORKER_MESSAGE.into())).await {
+                    Ok(task) if task.is_waiting() => report.released += 1,
+                    Ok(_) => report.orphaned += 1,
+                    Err(_) => {}
                 }
+            }
+            if report.released > 0 {
+                self.inner.runnable.notify_one();
             }
         }
         loop {

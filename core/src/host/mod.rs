@@ -25,7 +25,8 @@ use sha2::Digest;
 pub use stdio::STDIO_PRINCIPAL;
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
 
-use crate::engine::{Engine, Served, Subscription};
+use crate::engine::{ClaimedTask, Engine, Served, Subscription, TaskContext};
+use crate::protocol::TaskMode;
 use crate::protocol::negotiation::{Dispatch, Envelope};
 use crate::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Routed,
@@ -46,6 +47,18 @@ pub fn authorization_principal(parts: &Parts) -> Option<String> {
     })
 }
 
+/// Where a host runs the work of the tasks it creates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Execution {
+    /// In this process, as each task is created (the default).
+    #[default]
+    Local,
+    /// On separate worker processes: the host stores each task with its call and answers; a
+    /// worker ([`Host::spawn_executor`] on a host with the same tools over the same shared
+    /// store) claims and runs it. Cancels, input requests and answers cross through the store.
+    Workers,
+}
+
 /// Builds a [`Host`].
 pub struct HostBuilder {
     engine: Engine,
@@ -53,6 +66,7 @@ pub struct HostBuilder {
     principal: PrincipalFn,
     config: DispatcherConfig,
     state_key: Vec<u8>,
+    execution: Execution,
 }
 
 impl HostBuilder {
@@ -94,6 +108,13 @@ impl HostBuilder {
         self
     }
 
+    /// Sets where the work of tasks runs ([`Execution::Local`] by default).
+    #[must_use]
+    pub fn execution(mut self, execution: Execution) -> Self {
+        self.execution = execution;
+        self
+    }
+
     /// Builds the host.
     pub fn build(self) -> Host {
         let mut dispatcher = Dispatcher::new(self.config);
@@ -108,6 +129,7 @@ impl HostBuilder {
                 dispatcher,
                 state_key: self.state_key,
                 envelopes: Envelopes::default(),
+                execution: self.execution,
             }),
         }
     }
@@ -120,6 +142,7 @@ struct Inner {
     dispatcher: Dispatcher,
     state_key: Vec<u8>,
     envelopes: Envelopes,
+    execution: Execution,
 }
 
 /// The envelopes of recent tool calls, shared between the calls that sent the same one. A
@@ -170,7 +193,17 @@ impl Host {
             principal: Arc::new(authorization_principal),
             config: DispatcherConfig::default(),
             state_key: crate::clock::random_key(),
+            execution: Execution::Local,
         }
+    }
+
+    /// Runs this host's tools for tasks that wait for a worker, until the handle is aborted:
+    /// resumable tasks a dead process left (on SQLite, found when the store opened; on
+    /// PostgreSQL, once the dead worker's lease lapsed) and, on a worker, tasks a front-end
+    /// with [`Execution::Workers`] created. Start it on every host that runs tools; a
+    /// front-end that only accepts does not.
+    pub fn spawn_executor(&self) -> tokio::task::JoinHandle<()> {
+        self.inner.engine.spawn_executor(Arc::new(self.clone()))
     }
 
     /// The engine.
@@ -267,6 +300,7 @@ impl Host {
             .as_deref()
             .map(|sealed| request_state::open(key, principal, &tool.name, sealed, engine.now_ms()))
             .transpose()?;
+        let dispatch = route.dispatch;
         let call = ToolCall {
             name: route.name,
             arguments: route.arguments,
@@ -282,48 +316,91 @@ impl Host {
             let sealed = state.map(|s| request_state::seal(key, principal, &tool.name, &s, expires));
             return Ok(input_required_result(input_requests, sealed));
         }
-        match route.dispatch {
+        match dispatch {
             Dispatch::Sync => {
                 let result = unpanicked(tool.handler.run(call, RunContext::sync())).await.map_err(Failure::Tool)?;
                 Ok(with_complete_result_type(result))
             }
+            Dispatch::Task if self.inner.execution == Execution::Workers => {
+                let created = engine
+                    .enqueue_task(principal, &tool.name, tool.options, call.stored())
+                    .await
+                    .map_err(|e| e.to_protocol())?;
+                Ok(serde_json::to_value(created).expect("protocol types serialize"))
+            }
             Dispatch::Task => {
-                let (created, ctx) =
-                    engine.create_task(principal, &tool.name, tool.options).await.map_err(|e| e.to_protocol())?;
-                let handler = Arc::clone(&tool.handler);
-                // Boxed into the spawned future and moved out into the (boxed) run, so the
-                // spawned future keeps a pointer, not a second, dead copy of the call.
-                let call = Box::new(call);
-                let span = tracing::info_span!(
-                    "mcp_task",
-                    task_id = %created.task.task_id,
-                    tool = %tool.name,
-                    principal = %crate::metrics::principal_hash(principal),
-                );
-                let work = async move {
-                    let cancel = ctx.cancellation();
-                    let run = unpanicked(handler.run(*call, RunContext::task(ctx.handle())));
-                    // Cancellation drops the work future; the task is already `cancelled`.
-                    let outcome = tokio::select! {
-                        outcome = run => Some(outcome),
-                        () = cancel.cancelled() => None,
-                    };
-                    // Boxed: inline, the finishing step would be carried by every running
-                    // task's future for its whole life (see `Engine::change`).
-                    let finished = match outcome {
-                        Some(Ok(result)) => Box::pin(ctx.complete(result)).await,
-                        Some(Err(error)) => Box::pin(ctx.fail(error)).await,
-                        None => return,
-                    };
-                    if let Err(e) = finished {
-                        tracing::error!(error = %e, "could not record a task's outcome");
-                    }
-                };
-                tokio::spawn(tracing::Instrument::instrument(work, span));
+                // Only a resumable tool's call is kept: a later attempt runs it again.
+                let stored = tool.options.resume.map(|_| call.stored());
+                let (created, ctx) = engine
+                    .create_task_for(principal, &tool.name, tool.options, stored)
+                    .await
+                    .map_err(|e| e.to_protocol())?;
+                spawn_work(tool, call, ctx);
                 Ok(serde_json::to_value(created).expect("protocol types serialize"))
             }
         }
     }
+}
+
+impl crate::engine::Executor for Host {
+    fn tools(&self) -> Vec<String> {
+        self.inner.tools.iter().filter(|t| t.mode != TaskMode::Forbidden).map(|t| t.name.clone()).collect()
+    }
+
+    fn execute(&self, task: ClaimedTask) {
+        let Some(tool) = self.inner.tools.iter().find(|t| t.name == task.tool) else {
+            // `tools()` named only served tools; a context dropped unfinished fails the task.
+            tracing::error!(tool = %task.tool, "claimed a task of a tool this host does not serve");
+            return;
+        };
+        let stored = task.call;
+        let call = ToolCall {
+            name: task.tool,
+            arguments: stored.arguments,
+            input_responses: stored.input_responses,
+            state: stored.state,
+            principal: task.principal,
+            envelope: self.inner.envelopes.share(stored.envelope.unwrap_or_default()),
+        };
+        spawn_work(tool, call, task.context);
+    }
+}
+
+/// Spawns a task's work: runs the tool, turns a panic into a failure, and records the outcome,
+/// inside a `mcp_task` span.
+fn spawn_work(tool: &Tool, call: ToolCall, ctx: TaskContext) {
+    let handler = Arc::clone(&tool.handler);
+    let span = tracing::info_span!(
+        "mcp_task",
+        task_id = %ctx.task_id(),
+        tool = %tool.name,
+        principal = %crate::metrics::principal_hash(&call.principal),
+        attempt = ctx.attempt(),
+    );
+    // Boxed into the spawned future and moved out into the (boxed) run, so the spawned future
+    // keeps a pointer, not a second, dead copy of the call.
+    let call = Box::new(call);
+    let work = async move {
+        let cancel = ctx.cancellation();
+        let run = unpanicked(handler.run(*call, RunContext::task(ctx.handle())));
+        // Cancellation drops the work future; the task is already `cancelled` (or another
+        // worker took it over).
+        let outcome = tokio::select! {
+            outcome = run => Some(outcome),
+            () = cancel.cancelled() => None,
+        };
+        // Boxed: inline, the finishing step would be carried by every running task's future
+        // for its whole life (see `Engine::change`).
+        let finished = match outcome {
+            Some(Ok(result)) => Box::pin(ctx.complete(result)).await,
+            Some(Err(error)) => Box::pin(ctx.fail(error)).await,
+            None => return,
+        };
+        if let Err(e) = finished {
+            tracing::error!(error = %e, "could not record a task's outcome");
+        }
+    };
+    tokio::spawn(tracing::Instrument::instrument(work, span));
 }
 
 /// Runs tool code, turning a panic into the server-fault error (-32603) it is, so a panicking

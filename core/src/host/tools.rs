@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{TaskHandle, TaskOptions};
-use crate::protocol::{Envelope, InputRequests, InputResponses, RpcError, TaskMode};
+use crate::protocol::{Envelope, InputRequests, InputResponses, Resume, RpcError, StoredCall, TaskMode};
 
 /// One `tools/call` as the handler sees it.
 #[derive(Clone, Debug)]
@@ -26,6 +26,18 @@ pub struct ToolCall {
     /// The request's `_meta` envelope (capabilities, client info), shared with other calls that
     /// sent the same one.
     pub envelope: Arc<Envelope>,
+}
+
+impl ToolCall {
+    /// The call as a task keeps it for a later attempt or a separate worker.
+    pub(crate) fn stored(&self) -> StoredCall {
+        StoredCall {
+            arguments: self.arguments.clone(),
+            input_responses: self.input_responses.clone(),
+            state: self.state.clone(),
+            envelope: Some(Envelope::clone(&self.envelope)),
+        }
+    }
 }
 
 /// What the MRTR phase decided.
@@ -78,6 +90,27 @@ impl RunContext {
     /// The task id when running as a task.
     pub fn task_id(&self) -> Option<&str> {
         self.task.as_ref().map(TaskHandle::task_id)
+    }
+
+    /// This run's attempt: 1 for a first run (and a synchronous call), 2 or more when a
+    /// [resumable](Tool::resumable) tool runs again after the worker running it died.
+    pub fn attempt(&self) -> u32 {
+        self.task.as_ref().map_or(1, TaskHandle::attempt)
+    }
+
+    /// The checkpoint the task's work saved last (in this attempt or an earlier one), to
+    /// resume from; `None` when none was saved or the call runs synchronously.
+    pub fn saved_checkpoint(&self) -> Option<Value> {
+        self.task.as_ref().and_then(TaskHandle::saved_checkpoint)
+    }
+
+    /// Saves a checkpoint (a small JSON value, 64 KiB at most by default) durably with the
+    /// task, for a later attempt; does nothing for a synchronous call.
+    pub async fn checkpoint(&self, value: Value) -> Result<(), RpcError> {
+        match &self.task {
+            Some(task) => task.checkpoint(value).await.map_err(|e| e.to_protocol().to_rpc()),
+            None => Ok(()),
+        }
     }
 
     /// Sets the task's status message; does nothing for a synchronous call.
@@ -178,6 +211,17 @@ impl Tool {
     #[must_use]
     pub fn poll_interval_ms(mut self, ms: u64) -> Self {
         self.options.poll_interval_ms = Some(ms);
+        self
+    }
+
+    /// Makes the tool resumable: when the process running one of its tasks dies, the task is
+    /// run again (under the same task id, up to `max_attempts` attempts in all, waiting
+    /// `backoff_ms` before the second and twice as long before each later one) instead of
+    /// failing. The tool must be idempotent: an attempt cut short runs again, from the start
+    /// or from its [checkpoint](RunContext::checkpoint). Its calls are stored with their tasks.
+    #[must_use]
+    pub fn resumable(mut self, max_attempts: u32, backoff_ms: u64) -> Self {
+        self.options.resume = Some(Resume { max_attempts, backoff_ms });
         self
     }
 

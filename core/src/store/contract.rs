@@ -14,7 +14,7 @@
 //!
 //! What is checked, by name: `insert_then_get`, `compare_and_set`, `terminal_rows_are_frozen`,
 //! `unfinished_lists_live_tasks`, `expiry_and_purge`, `insert_within_caps`,
-//! `operator_purge_takes_terminal_tasks_only`, and, when
+//! `operator_purge_takes_terminal_tasks_only`, `claims_take_each_waiting_task_once`, and, when
 //! [`StoreUnderTest::again`] gives another handle, `durable_across_handles`; on a
 //! [shared](TaskStore::shared) store also `change_feed` and `leases`.
 
@@ -211,6 +211,9 @@ async fn change_feed(one: &Arc<dyn TaskStore>, two: &Arc<dyn TaskStore>) -> Chec
 async fn leases(store: &Arc<dyn TaskStore>) -> Check {
     store.insert(&Arc::new(record("c-9a", "alice", "w-live", None))).await.map_err(store_err)?;
     store.insert(&Arc::new(record("c-9b", "alice", "w-never", None))).await.map_err(store_err)?;
+    let mut waiting = record("c-9c", "alice", "", None);
+    waiting.runnable_at_ms = Some(NOW);
+    store.insert(&Arc::new(waiting)).await.map_err(store_err)?;
     store.renew_lease("w-live", NOW + 15_000).await.map_err(store_err)?;
     let ids = |tasks: Vec<TaskRecord>| {
         let mut ids: Vec<String> = tasks.into_iter().map(|t| t.id).filter(|id| id.starts_with("c-9")).collect();
@@ -220,7 +223,67 @@ async fn leases(store: &Arc<dyn TaskStore>) -> Check {
     let now = ids(store.orphaned(NOW, 100).await.map_err(store_err)?);
     ensure(now == ["c-9b"], || format!("orphaned while w-live holds its lease gave {now:?}"))?;
     let later = ids(store.orphaned(NOW + 15_000, 100).await.map_err(store_err)?);
+    // c-9c waits for a worker: no owner, nothing to lose.
     ensure(later == ["c-9a", "c-9b"], || format!("orphaned once the lease lapsed gave {later:?}"))
+}
+
+/// A task that waits for a worker (no owner, `runnable_at_ms` set), in the store's own words.
+fn waiting(id: &str, tool: &str, runnable_at_ms: u64) -> TaskRecord {
+    let mut task = TaskRecord::new(id.into(), "alice".into(), String::new(), tool.into(), NOW, None, Some(1_000));
+    task.attempt = 0;
+    task.runnable_at_ms = Some(runnable_at_ms);
+    task
+}
+
+async fn claims_take_each_waiting_task_once(store: Arc<dyn TaskStore>) -> Check {
+    let ready: Vec<TaskRecord> = (0..8).map(|n| waiting(&format!("c-10-{n}"), "tool", NOW)).collect();
+    for task in &ready {
+        store.insert(&Arc::new(task.clone())).await.map_err(store_err)?;
+    }
+    store.insert(&Arc::new(waiting("c-10-later", "tool", NOW + 60_000))).await.map_err(store_err)?;
+    store.insert(&Arc::new(waiting("c-10-other", "other", NOW))).await.map_err(store_err)?;
+    store.insert(&Arc::new(record("c-10-running", "alice", "w1", None))).await.map_err(store_err)?;
+    let cancelled = waiting("c-10-cancelled", "tool", NOW);
+    store.insert(&Arc::new(cancelled.clone())).await.map_err(store_err)?;
+    store.update(&Arc::new(after(&cancelled, TaskEvent::Cancel)), cancelled.version).await.map_err(store_err)?;
+    let listed = store.waiting(100).await.map_err(store_err)?;
+    ensure(listed.len() == 10, || format!("waiting listed {} tasks, not the 10 that wait", listed.len()))?;
+
+    // Two claimers at once, each through the transition function: every ready task goes to one.
+    let tools = ["tool".to_owned()];
+    let claim_as = |owner: &'static str| {
+        let store = Arc::clone(&store);
+        let tools = tools.clone();
+        async move {
+            let claim = move |task: &TaskRecord| {
+                let mut next = task.clone();
+                next.apply(NOW, TaskEvent::Claim { owner: owner.into() }).ok()?;
+                Some(next)
+            };
+            store.claim(NOW, &tools, 100, &claim).await
+        }
+    };
+    let (one, two) = tokio::join!(claim_as("w1"), claim_as("w2"));
+    let (one, two) = (one.map_err(store_err)?, two.map_err(store_err)?);
+    let mut ids: Vec<&str> = one.iter().chain(&two).map(|t| t.id.as_str()).collect();
+    ids.sort_unstable();
+    let expected: Vec<String> = (0..8).map(|n| format!("c-10-{n}")).collect();
+    ensure(ids == expected, || format!("two claimers took {ids:?}, not each ready task once"))?;
+    for task in one.iter().chain(&two) {
+        let stored = store.get(&task.id).await.map_err(store_err)?.ok_or("a claimed task is gone")?;
+        ensure(same(&stored, task) && stored.attempt == 1 && !stored.is_waiting(), || {
+            format!("claimed task {} is stored as {stored:?}", task.id)
+        })?;
+    }
+    let again = claim_as("w3").await.map_err(store_err)?;
+    ensure(again.is_empty(), || format!("a second round claimed {again:?}"))?;
+    let later = store.claim(NOW + 60_000, &tools, 100, &|task: &TaskRecord| {
+        let mut next = task.clone();
+        next.apply(NOW + 60_000, TaskEvent::Claim { owner: "w4".into() }).ok()?;
+        Some(next)
+    });
+    let later: Vec<String> = later.await.map_err(store_err)?.iter().map(|t| t.id.clone()).collect();
+    ensure(later == ["c-10-later"], || format!("once its backoff ended the claim took {later:?}"))
 }
 
 /// Runs every check; returns the failures as `name: what went wrong` (empty when the store
@@ -242,6 +305,7 @@ pub async fn check(under_test: &dyn StoreUnderTest) -> Vec<String> {
         "operator_purge_takes_terminal_tasks_only",
         operator_purge_takes_terminal_tasks_only(under_test.fresh().await).await,
     );
+    note("claims_take_each_waiting_task_once", claims_take_each_waiting_task_once(under_test.fresh().await).await);
 
     let store = under_test.fresh().await;
     let first = record("c-7", "alice", "w1", None);

@@ -264,6 +264,47 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Reads a task by id.
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError>;
 
+    /// Unfinished tasks that wait for a worker ([`TaskRecord::is_waiting`]), oldest first, at
+    /// most `limit`. This default scans [`TaskStore::unfinished`].
+    async fn waiting(&self, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut waiting: Vec<TaskRecord> =
+            self.unfinished(None, usize::MAX).await?.into_iter().filter(TaskRecord::is_waiting).collect();
+        waiting.sort_by_key(|t| (t.runnable_at_ms, t.created_at_ms));
+        waiting.truncate(limit);
+        Ok(waiting)
+    }
+
+    /// Takes up to `limit` tasks of the tools in `tools` that wait for a worker and are
+    /// runnable at `now_ms`: `claim` turns each into the claimed record (the engine applies
+    /// [`TaskEvent::Claim`](crate::protocol::TaskEvent::Claim) through the transition function)
+    /// or `None` to leave it, and each is written with compare-and-set, so two claimers never
+    /// both take one task. Returns the records written. This default reads
+    /// [`TaskStore::waiting`] and updates them one at a time; the PostgreSQL store locks the
+    /// rows it takes (`FOR UPDATE SKIP LOCKED`), so workers claiming at once take different ones.
+    async fn claim(
+        &self,
+        now_ms: u64,
+        tools: &[String],
+        limit: usize,
+        claim: &(dyn for<'r> Fn(&'r TaskRecord) -> Option<TaskRecord> + Send + Sync),
+    ) -> Result<Vec<Arc<TaskRecord>>, StoreError> {
+        let mut claimed = Vec::new();
+        for task in self.waiting(usize::MAX).await? {
+            if claimed.len() >= limit {
+                break;
+            }
+            if !task.is_runnable(now_ms) || !tools.contains(&task.tool) {
+                continue;
+            }
+            let Some(next) = claim(&task) else { continue };
+            let next = Arc::new(next);
+            if self.update(&next, task.version).await? == UpdateOutcome::Written {
+                claimed.push(next);
+            }
+        }
+        Ok(claimed)
+    }
+
     /// Replaces a task if the stored `version` equals `expected_version` and the stored status is
     /// not terminal.
     async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError>;
@@ -315,7 +356,7 @@ pub trait TaskStore: Send + Sync + 'static {
     }
 
     /// Unfinished tasks whose owner holds no live lease at `now_ms`, at most `limit` (shared
-    /// stores; none otherwise).
+    /// stores; none otherwise). Tasks that wait for a worker have no owner and are not orphans.
     async fn orphaned(&self, _now_ms: u64, _limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
         Ok(Vec::new())
     }

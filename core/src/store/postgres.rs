@@ -80,7 +80,23 @@ END $$;
 CREATE TRIGGER mcp_tasks_created AFTER INSERT ON mcp_tasks
     FOR EACH ROW EXECUTE FUNCTION mcp_tasks_notify_created();
 ",
+    // Tasks that wait for a worker (created for separate workers, or resumable ones whose
+    // worker died): from when one may claim them (null while a worker runs it), and the tool,
+    // which a worker's claim filters on (written at insert; null on rows older than this).
+    r"
+ALTER TABLE mcp_tasks ADD COLUMN runnable_at BIGINT, ADD COLUMN tool TEXT;
+CREATE INDEX mcp_tasks_runnable ON mcp_tasks (runnable_at) WHERE runnable_at IS NOT NULL;
+",
 ];
+
+/// The insert every create runs (plain and within a quota).
+const INSERT: &str = "INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body, runnable_at, tool) \
+                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// The compare-and-set update; the status condition keeps the trigger for writers that bypass
+/// this library.
+const UPDATE: &str = "UPDATE mcp_tasks SET status = $2, expires_at = $3, version = $4, body = $5, owner = $6, \
+                      runnable_at = $7 WHERE id = $1 AND version = $8 AND status IN ('working', 'input_required')";
 
 /// Tasks in a PostgreSQL database, shared by any number of server processes.
 pub struct PostgresStore {
@@ -285,28 +301,8 @@ async fn listen(
 impl TaskStore for PostgresStore {
     async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
-                "INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .await
-            .map_err(backend)?;
-        let expires = task.expires_at_ms().map(int);
-        let inserted = client
-            .execute(
-                &statement,
-                &[
-                    &task.id,
-                    &task.principal,
-                    &task.owner,
-                    &task.status.as_str(),
-                    &expires,
-                    &int(task.version),
-                    &encode(task),
-                ],
-            )
-            .await;
+        let statement = client.prepare_cached(INSERT).await.map_err(backend)?;
+        let inserted = client.execute(&statement, &insert_params(task).as_params()).await;
         match inserted {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -345,21 +341,7 @@ impl TaskStore for PostgresStore {
         if let Some((scope, limit)) = quota.reached(count(own), total) {
             return Err(StoreError::QuotaExceeded { scope, limit });
         }
-        let inserted = tx
-            .execute(
-                "INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[
-                    &task.id,
-                    &task.principal,
-                    &task.owner,
-                    &task.status.as_str(),
-                    &task.expires_at_ms().map(int),
-                    &int(task.version),
-                    &encode(task),
-                ],
-            )
-            .await;
+        let inserted = tx.execute(INSERT, &insert_params(task).as_params()).await;
         match inserted {
             Ok(_) => tx.commit().await.map_err(backend),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -378,23 +360,9 @@ impl TaskStore for PostgresStore {
 
     async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
         let client = self.client().await?;
-        // The status condition keeps the trigger for writers that bypass this library.
-        let statement = client
-            .prepare_cached(
-                "UPDATE mcp_tasks SET status = $2, expires_at = $3, version = $4, body = $5 \
-                 WHERE id = $1 AND version = $6 AND status IN ('working', 'input_required')",
-            )
-            .await
-            .map_err(backend)?;
-        let expires = task.expires_at_ms().map(int);
-        let changed = client
-            .execute(
-                &statement,
-                &[&task.id, &task.status.as_str(), &expires, &int(task.version), &encode(task), &int(expected_version)],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(if changed == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict })
+        let statement = client.prepare_cached(UPDATE).await.map_err(backend)?;
+        let changed = client.execute(&statement, &update_params(task, expected_version).as_params()).await;
+        Ok(if changed.map_err(backend)? == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict })
     }
 
     async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
@@ -459,6 +427,50 @@ impl TaskStore for PostgresStore {
         Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
     }
 
+    async fn waiting(&self, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.records(
+            "SELECT id, body FROM mcp_tasks WHERE runnable_at IS NOT NULL \
+             AND status IN ('working', 'input_required') ORDER BY runnable_at LIMIT $1",
+            &[&int(limit as u64)],
+        )
+        .await
+    }
+
+    async fn claim(
+        &self,
+        now_ms: u64,
+        tools: &[String],
+        limit: usize,
+        claim: &(dyn for<'r> Fn(&'r TaskRecord) -> Option<TaskRecord> + Send + Sync),
+    ) -> Result<Vec<Arc<TaskRecord>>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(backend)?;
+        // Rows another worker is claiming right now are skipped, not waited for: workers that
+        // claim at once take different tasks, and none blocks on another.
+        let rows = tx
+            .query(
+                "SELECT id, body FROM mcp_tasks WHERE runnable_at IS NOT NULL AND runnable_at <= $1 \
+                 AND status IN ('working', 'input_required') AND tool = ANY($2) \
+                 ORDER BY runnable_at LIMIT $3 FOR UPDATE SKIP LOCKED",
+                &[&int(now_ms), &tools, &int(limit as u64)],
+            )
+            .await
+            .map_err(backend)?;
+        let mut claimed = Vec::new();
+        for row in &rows {
+            let task = decode(row.get::<_, &str>(0), row.get::<_, &[u8]>(1))?;
+            let Some(next) = claim(&task) else { continue };
+            let next = Arc::new(next);
+            // The row is locked, so the version cannot have moved; the condition still guards
+            // against a row changed by a writer that does not lock.
+            if tx.execute(UPDATE, &update_params(&next, task.version).as_params()).await.map_err(backend)? == 1 {
+                claimed.push(next);
+            }
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(claimed)
+    }
+
     async fn count(&self) -> Result<u64, StoreError> {
         let client = self.client().await?;
         let row = client.query_one("SELECT count(*) FROM mcp_tasks", &[]).await.map_err(backend)?;
@@ -487,13 +499,89 @@ impl TaskStore for PostgresStore {
     }
 
     async fn orphaned(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
-        // Unfinished tasks whose owner holds no live lease: it died, or never registered.
+        // Unfinished tasks whose owner holds no live lease: it died, or never registered. A
+        // task that waits for a worker has none to lose.
         self.records(
             "SELECT t.id, t.body FROM mcp_tasks t \
-             WHERE t.status IN ('working', 'input_required') AND NOT EXISTS \
+             WHERE t.status IN ('working', 'input_required') AND t.owner <> '' AND NOT EXISTS \
              (SELECT 1 FROM mcp_tasks_workers w WHERE w.owner = t.owner AND w.lease_until > $1) LIMIT $2",
             &[&int(now_ms), &int(limit as u64)],
         )
         .await
+    }
+}
+
+/// The values of [`INSERT`] for `task`.
+struct InsertParams<'a> {
+    task: &'a TaskRecord,
+    status: &'static str,
+    expires: Option<i64>,
+    version: i64,
+    body: Vec<u8>,
+    runnable_at: Option<i64>,
+}
+
+fn insert_params(task: &TaskRecord) -> InsertParams<'_> {
+    InsertParams {
+        task,
+        status: task.status.as_str(),
+        expires: task.expires_at_ms().map(int),
+        version: int(task.version),
+        body: encode(task),
+        runnable_at: task.runnable_at_ms.map(int),
+    }
+}
+
+impl InsertParams<'_> {
+    fn as_params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 9] {
+        [
+            &self.task.id,
+            &self.task.principal,
+            &self.task.owner,
+            &self.status,
+            &self.expires,
+            &self.version,
+            &self.body,
+            &self.runnable_at,
+            &self.task.tool,
+        ]
+    }
+}
+
+/// The values of [`UPDATE`] for `task` over `expected_version`.
+struct UpdateParams<'a> {
+    task: &'a TaskRecord,
+    status: &'static str,
+    expires: Option<i64>,
+    version: i64,
+    body: Vec<u8>,
+    runnable_at: Option<i64>,
+    expected: i64,
+}
+
+fn update_params(task: &TaskRecord, expected_version: u64) -> UpdateParams<'_> {
+    UpdateParams {
+        task,
+        status: task.status.as_str(),
+        expires: task.expires_at_ms().map(int),
+        version: int(task.version),
+        body: encode(task),
+        runnable_at: task.runnable_at_ms.map(int),
+        expected: int(expected_version),
+    }
+}
+
+impl UpdateParams<'_> {
+    fn as_params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 8] {
+        [
+            &self.task.id,
+            &self.status,
+            &self.expires,
+            &self.version,
+            &self.body,
+            &self.task.owner,
+            &self.runnable_at,
+            &self.expected,
+        ]
     }
 }

@@ -473,9 +473,9 @@ fn replay_redo(conn: &mut Connection, records: &[RedoRecord]) -> Result<(), Stor
             )
         } else {
             tx.execute(
-                "UPDATE tasks SET status = ?2, expires_at = ?3, version = ?4, body = ?5 \
+                "UPDATE tasks SET status = ?2, expires_at = ?3, version = ?4, body = ?5, owner = ?6 \
                  WHERE id = ?1 AND version < ?4 AND status IN ('working', 'input_required')",
-                params![task.id, status, expires, version, body],
+                params![task.id, status, expires, version, body, task.owner],
             )
         }
         .map_err(backend)?;
@@ -985,10 +985,11 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write, redo: Option<&Redo>) -> 
         Write::Update(task, expected) => {
             let mut stmt = tx
                 .prepare_cached(
-                    "UPDATE tasks SET status = ?2, expires_at = ?3, version = ?4, body = ?5 \
+                    "UPDATE tasks SET status = ?2, expires_at = ?3, version = ?4, body = ?5, owner = ?7 \
                      WHERE id = ?1 AND version = ?6 AND status IN ('working', 'input_required')",
                 )
                 .map_err(backend)?;
+            // The owner moves when a worker claims a task that waits for one (`owner = ''`).
             let changed = stmt
                 .execute(params![
                     task.id,
@@ -997,6 +998,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, write: &Write, redo: Option<&Redo>) -> 
                     i64::try_from(task.version).unwrap_or(i64::MAX),
                     encode(task),
                     i64::try_from(*expected).unwrap_or(i64::MAX),
+                    task.owner,
                 ])
                 .map_err(backend)?;
             Ok(Written::Update(if changed == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict }))
@@ -1106,6 +1108,16 @@ impl TaskStore for SqliteStore {
                 params![limit],
             ),
         }
+    }
+
+    async fn waiting(&self, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.flush().await?;
+        // A task that waits for a worker has no owner; the partial index on owner finds them.
+        self.read_many(
+            "SELECT id, body FROM tasks WHERE owner = '' AND status IN ('working', 'input_required') \
+             ORDER BY seq LIMIT ?1",
+            params![i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
     }
 
     async fn expired_unfinished(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
