@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcp_tasks::clock::{ManualClock, SequentialIds};
-use mcp_tasks::engine::{EngineConfig, Served, Subscription, TaskContext, TaskHandle, TaskOptions};
-use mcp_tasks::protocol::RpcError;
+use mcp_tasks::engine::{
+    ClaimedTask, EngineConfig, Executor, Served, Subscription, TaskContext, TaskHandle, TaskOptions,
+};
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
 use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Route, Routing, ToolEntry,
 };
+use mcp_tasks::protocol::{Resume, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
 use pyo3::prelude::*;
 
@@ -38,6 +40,68 @@ pub(crate) struct PyEngine {
     clock: Option<Arc<ManualClock>>,
     sweeper: Option<tokio::task::JoinHandle<()>>,
     callbacks: Arc<CancelCallbacks>,
+    /// The claim loop of [`PyEngine::start_executor`], while it runs.
+    executor: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Task options from the Python keywords: `max_attempts` makes the tool resumable (core's
+/// [`Resume`], its backoff default unless `backoff_ms` is given).
+fn task_options(
+    ttl_ms: Option<u64>,
+    unlimited_ttl: bool,
+    poll_interval_ms: Option<u64>,
+    max_attempts: Option<u32>,
+    backoff_ms: Option<u64>,
+) -> TaskOptions {
+    let ttl = if unlimited_ttl { Some(None) } else { ttl_ms.map(Some) };
+    let resume = max_attempts.map(|max_attempts| Resume {
+        max_attempts,
+        backoff_ms: backoff_ms.unwrap_or_else(|| Resume::default().backoff_ms),
+    });
+    TaskOptions { ttl_ms: ttl, poll_interval_ms, resume }
+}
+
+/// The call a later attempt or a worker runs: the arguments and the MRTR answers it came with.
+fn stored_call(
+    arguments: serde_json::Map<String, serde_json::Value>,
+    input_responses: Option<&Bound<'_, PyAny>>,
+) -> PyResult<StoredCall> {
+    let input_responses = input_responses.filter(|r| !r.is_none()).map(|r| object("inputResponses", r)).transpose()?;
+    Ok(StoredCall { arguments, input_responses, ..StoredCall::default() })
+}
+
+/// Runs claimed tasks through a Python callable on the event loop that started it:
+/// `callback(task_context, tool, call, attempt)` (`call`: core's stored call as a dict,
+/// `arguments` and `input_responses`), scheduled with `call_soon_threadsafe`.
+struct PyExecutor {
+    tools: Vec<String>,
+    event_loop: Py<PyAny>,
+    callback: Py<PyAny>,
+    callbacks: Arc<CancelCallbacks>,
+}
+
+impl Executor for PyExecutor {
+    fn tools(&self) -> Vec<String> {
+        // An exiting interpreter runs nothing more: what it would claim stays for the next start.
+        if crate::shutting_down() { Vec::new() } else { self.tools.clone() }
+    }
+
+    fn execute(&self, task: ClaimedTask) {
+        let ClaimedTask { context, tool, call, attempt, .. } = task;
+        let work = PyTaskContext::new(context, Arc::clone(&self.callbacks));
+        let handed = crate::attach_unless_shutting_down(|py| -> PyResult<()> {
+            let work = Py::new(py, work)?;
+            let args = (self.callback.clone_ref(py), work, tool, Pythonized(call), attempt);
+            self.event_loop.call_method1(py, "call_soon_threadsafe", args)?;
+            Ok(())
+        });
+        if !matches!(handed, Some(Ok(()))) {
+            // The loop closed (the process is stopping): nothing here will run it. It stays
+            // claimed by this dying process, so the next start (SQLite) or the lapse of this
+            // worker's lease (PostgreSQL) hands it to another attempt, as after a crash.
+            tracing::warn!("a claimed task could not reach the Python event loop; it resumes after this process");
+        }
+    }
 }
 
 /// A running work's cancel callback: the task's handle, the event loop and the callable.
@@ -114,6 +178,9 @@ impl Drop for PyEngine {
         if let Some(sweeper) = &self.sweeper {
             sweeper.abort();
         }
+        if let Some(executor) = self.executor.lock().take() {
+            executor.abort();
+        }
     }
 }
 
@@ -174,7 +241,7 @@ impl PyEngine {
             })
         });
         let (inner, sweeper) = built.map_err(|e| engine_error(EngineError::Store(e)))?;
-        Ok(Self { inner, clock, sweeper, callbacks })
+        Ok(Self { inner, clock, sweeper, callbacks, executor: parking_lot::Mutex::new(None) })
     }
 
     /// Moves the manual clock forward; raises RuntimeError unless built with `clock_start_ms`.
@@ -207,7 +274,9 @@ impl PyEngine {
 
     /// Creates a task durably; resolves to `(CreateTaskResult dict, TaskContext)`. `arguments`
     /// (the call's arguments object), when given, is first checked against the size limit.
-    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None))]
+    /// `max_attempts` makes the task resumable: the arguments are stored with it, and when this
+    /// process dies the task runs again (through [`PyEngine::start_executor`]) instead of failing.
+    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None, *, max_attempts = None, backoff_ms = None, input_responses = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn create_task<'py>(
         &self,
@@ -218,21 +287,78 @@ impl PyEngine {
         unlimited_ttl: bool,
         poll_interval_ms: Option<u64>,
         arguments: Option<&Bound<'py, PyAny>>,
+        max_attempts: Option<u32>,
+        backoff_ms: Option<u64>,
+        input_responses: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(arguments) = arguments {
-            self.check_arguments(arguments)?;
+        let arguments = arguments.map(|a| object("arguments", a)).transpose()?;
+        if let Some(arguments) = &arguments {
+            self.inner.check_arguments(arguments).map_err(|e| protocol_error(&e))?;
         }
         let engine = self.inner.clone();
-        let ttl = if unlimited_ttl { Some(None) } else { ttl_ms.map(Some) };
-        let options = TaskOptions { ttl_ms: ttl, poll_interval_ms, ..TaskOptions::default() };
+        let options = task_options(ttl_ms, unlimited_ttl, poll_interval_ms, max_attempts, backoff_ms);
+        let call = match (options.resume, arguments) {
+            (Some(_), Some(arguments)) => Some(stored_call(arguments, input_responses)?),
+            _ => None,
+        };
         let callbacks = Arc::clone(&self.callbacks);
         crate::awaitable(py, async move {
-            let (created, ctx) = engine.create_task(&principal, &tool, options).await.map_err(engine_error)?;
-            let id = ctx.task_id().to_owned();
-            let handle = ctx.handle();
-            let ctx = parking_lot::Mutex::new(Some(ctx));
-            Ok((Pythonized(created), PyTaskContext { id, handle, ctx, callbacks }))
+            let (created, ctx) =
+                engine.create_task_for(&principal, &tool, options, call).await.map_err(engine_error)?;
+            Ok((Pythonized(created), PyTaskContext::new(ctx, callbacks)))
         })
+    }
+
+    /// Creates a task that waits for a worker instead of running here (a front-end's create):
+    /// stored durably with `arguments`, then claimed by a process running
+    /// [`PyEngine::start_executor`] for `tool`. Resolves to the `CreateTaskResult` dict.
+    #[pyo3(signature = (principal, tool, arguments, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, *, max_attempts = None, backoff_ms = None, input_responses = None))]
+    #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
+    fn enqueue_task<'py>(
+        &self,
+        py: Python<'py>,
+        principal: String,
+        tool: String,
+        arguments: &Bound<'py, PyAny>,
+        ttl_ms: Option<u64>,
+        unlimited_ttl: bool,
+        poll_interval_ms: Option<u64>,
+        max_attempts: Option<u32>,
+        backoff_ms: Option<u64>,
+        input_responses: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arguments = object("arguments", arguments)?;
+        self.inner.check_arguments(&arguments).map_err(|e| protocol_error(&e))?;
+        let engine = self.inner.clone();
+        let options = task_options(ttl_ms, unlimited_ttl, poll_interval_ms, max_attempts, backoff_ms);
+        let call = stored_call(arguments, input_responses)?;
+        crate::awaitable(py, async move {
+            let created = engine.enqueue_task(&principal, &tool, options, call).await.map_err(engine_error)?;
+            Ok(Pythonized(created))
+        })
+    }
+
+    /// Starts claiming tasks of `tools` that wait for a worker (resumable tasks a dead process
+    /// left, tasks a front-end enqueued) and hands each to `callback(task_context, tool,
+    /// arguments, attempt)` on the running event loop, until [`PyEngine::stop_executor`] or the
+    /// engine goes. Replaces a running one.
+    fn start_executor(&self, py: Python<'_>, tools: Vec<String>, callback: Py<PyAny>) -> PyResult<()> {
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
+        let executor = PyExecutor { tools, event_loop, callback, callbacks: Arc::clone(&self.callbacks) };
+        let runtime = pyo3_async_runtimes::tokio::get_runtime();
+        let _entered = runtime.enter();
+        let handle = self.inner.spawn_executor(Arc::new(executor));
+        if let Some(previous) = self.executor.lock().replace(handle) {
+            previous.abort();
+        }
+        Ok(())
+    }
+
+    /// Stops claiming tasks (work already handed over keeps running).
+    fn stop_executor(&self) {
+        if let Some(executor) = self.executor.lock().take() {
+            executor.abort();
+        }
     }
 
     /// `tasks/get`: resolves to the `DetailedTask` (a dict).
@@ -306,6 +432,12 @@ impl Drop for PyTaskContext {
 }
 
 impl PyTaskContext {
+    fn new(ctx: TaskContext, callbacks: Arc<CancelCallbacks>) -> Self {
+        let id = ctx.task_id().to_owned();
+        let handle = ctx.handle();
+        Self { id, handle, ctx: parking_lot::Mutex::new(Some(ctx)), callbacks }
+    }
+
     /// The work is finishing: its cancel callback must not run any more.
     fn take(&self) -> Option<TaskContext> {
         self.callbacks.map.lock().remove(&self.id);
@@ -324,6 +456,24 @@ impl PyTaskContext {
     /// True once the task was cancelled or expired.
     fn is_cancelled(&self) -> bool {
         self.handle.is_cancelled()
+    }
+
+    /// This attempt's number: 1 for a first run, 2 or more for a resumable task run again.
+    #[getter]
+    fn attempt(&self) -> u32 {
+        self.handle.attempt()
+    }
+
+    /// The last checkpoint saved for the task (by this attempt or an earlier one), or None.
+    fn saved_checkpoint(&self) -> Pythonized<Option<serde_json::Value>> {
+        Pythonized(self.handle.saved_checkpoint())
+    }
+
+    /// Saves a checkpoint (a JSON value) durably with the task, for a later attempt.
+    fn checkpoint<'py>(&self, py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let value = from_py("checkpoint", value)?;
+        let handle = self.handle.clone();
+        crate::awaitable(py, async move { handle.checkpoint(value).await.map_err(engine_error) })
     }
 
     /// Resolves when the task is cancelled or expires.

@@ -6,12 +6,19 @@ per-tool mode, creates each task durably through the Rust engine *before* answer
 ``tasks/get``, ``tasks/update`` and ``tasks/cancel``. Inside a task, the tool's ``ctx.elicit``
 (and sampling / roots requests) become the task's ``inputRequests``, resumed by ``tasks/update``;
 ``tasks/cancel`` cancels the running coroutine.
+
+A tool configured with ``max_attempts`` is resumable: its task is stored with its call, and when
+the process running it dies the task runs again (attempt 2, 3, ...) instead of failing, from the
+checkpoint its code saved with ``current_task().checkpoint(...)``. ``execution="workers"`` makes
+a front-end that only accepts tasks; ``python -m mcp_tasks worker module:server`` runs them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,7 +34,10 @@ from . import _native
 
 EXTENSION_ID: str = _native.EXTENSION_ID
 
+_log = logging.getLogger("mcp_tasks")
+
 Mode = Literal["forbidden", "optional", "required"]
+Execution = Literal["local", "workers"]
 Prepare = Callable[[CallToolRequestParams, ServerRequestContext[Any, Any]], Awaitable[Any]]
 PrincipalFn = Callable[[ServerRequestContext[Any, Any]], str]
 
@@ -41,12 +51,18 @@ class TaskConfig:
     to a non-declaring client. ``ttl_ms`` is the task lifetime (``None`` = unlimited, ``"default"``
     = the extension's default). ``prepare`` runs before any task exists and may return an MRTR
     ``InputRequiredResult`` (a model or dict) to answer synchronously; ``None`` proceeds.
+    ``max_attempts`` makes the tool resumable: when the process running its task dies, the task
+    runs again, up to that many attempts in all, waiting ``backoff_ms`` (core's default when
+    ``None``) before the second and twice as long before each later one. Execution is at least
+    once, so the tool must be idempotent; completion stays exactly once.
     """
 
     mode: Mode = "optional"
     ttl_ms: int | None | Literal["default"] = "default"
     poll_interval_ms: int | None = None
     prepare: Prepare | None = None
+    max_attempts: int | None = None
+    backoff_ms: int | None = None
 
 
 class _AnyParams(RequestParams):
@@ -142,6 +158,22 @@ class CurrentTask:
         """True once the task was cancelled or expired (the coroutine is cancelled too)."""
         return self._native.is_cancelled()
 
+    @property
+    def attempt(self) -> int:
+        """This run's attempt: 1 at first, 2 or more when a resumable tool runs again after the
+        process running it died."""
+        return self._native.attempt
+
+    @property
+    def saved_checkpoint(self) -> Any:
+        """The checkpoint saved last (by this attempt or an earlier one), or ``None``."""
+        return self._native.saved_checkpoint()
+
+    async def checkpoint(self, value: Any) -> None:
+        """Saves ``value`` (JSON: a dict, list, str, number...; 64 KiB at most) durably with the
+        task, for a later attempt to resume from if this one is cut short."""
+        await self._native.checkpoint(value)
+
     async def set_status(self, message: str) -> None:
         """Sets the task's ``statusMessage`` (seen by ``tasks/get`` and listeners)."""
         await self._native.set_status_message(message)
@@ -207,7 +239,11 @@ class TasksExtension(Extension):
     with a manual clock and sequential ids). ``max_live_tasks_per_principal`` and
     ``max_live_tasks`` cap the live (``working`` or ``input_required``) tasks, per caller and in
     total: a call that would create one more is answered -32010 with ``data.reason``
-    ``principal_quota`` or ``server_quota`` and ``data.limit``.
+    ``principal_quota`` or ``server_quota`` and ``data.limit``. ``execution="workers"`` makes a
+    front-end: task calls are stored with their arguments and answered, and worker processes
+    (:meth:`serve_worker`, ``python -m mcp_tasks worker module:server``) on the same PostgreSQL
+    store run them; with ``"local"`` (the default) this process runs them, and also resumes
+    resumable tasks a dead process left.
     """
 
     identifier = "io.modelcontextprotocol/tasks"
@@ -224,6 +260,7 @@ class TasksExtension(Extension):
         engine: _native.Engine | None = None,
         max_live_tasks_per_principal: int | None = None,
         max_live_tasks: int | None = None,
+        execution: Execution = "local",
     ) -> None:
         self._engine = engine or _native.Engine(
             store,
@@ -243,6 +280,11 @@ class TasksExtension(Extension):
         self._principal = principal
         self._sdk_listen = False
         self._running: set[asyncio.Task[None]] = set()
+        if execution not in ("local", "workers"):
+            raise ValueError(f'execution {execution!r} is not "local" or "workers"')
+        self._execution = execution
+        self._mcp_server: Any = None
+        self._executing = False
 
     @property
     def engine(self) -> _native.Engine:
@@ -269,11 +311,14 @@ class TasksExtension(Extension):
         ttl_ms: int | None | Literal["default"] = "default",
         poll_interval_ms: int | None = None,
         prepare: Prepare | None = None,
+        max_attempts: int | None = None,
+        backoff_ms: int | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator marking a tool function (register it with ``@server.tool()`` too)."""
 
         def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.configure(name or fn.__name__, TaskConfig(mode, ttl_ms, poll_interval_ms, prepare))
+            config = TaskConfig(mode, ttl_ms, poll_interval_ms, prepare, max_attempts, backoff_ms)
+            self.configure(name or fn.__name__, config)
             return fn
 
         return mark
@@ -306,6 +351,7 @@ class TasksExtension(Extension):
         (``notifications/tasks``), which mcp's own listen handler cannot express; a filter without
         ``taskIds`` still reaches mcp's handler.
         """
+        self._mcp_server = server
         lowlevel = server._lowlevel_server
         self._sdk_listen = lowlevel.get_request_handler("subscriptions/listen") is not None
         lowlevel.middleware.append(self._route_early)
@@ -318,6 +364,19 @@ class TasksExtension(Extension):
             app = build(*args, **kwargs)
             manager = lowlevel._session_manager
             manager.asgi_app = self.gate(manager.asgi_app)
+            run = manager.run
+
+            # Resumable tasks a dead process left run again as soon as the app starts.
+            @contextlib.asynccontextmanager
+            async def run_with_executor() -> Any:
+                async with run():
+                    self._start_local_executor()
+                    try:
+                        yield
+                    finally:
+                        self.stop_executor()
+
+            manager.run = run_with_executor
             return app
 
         lowlevel.streamable_http_app = streamable_http_app
@@ -342,6 +401,8 @@ class TasksExtension(Extension):
     async def _route_early(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
         """The middleware of :meth:`install`: core decides the extension's traffic first."""
         method = ctx.method
+        # Off the HTTP app (stdio, a hand-mounted manager) the first request starts it.
+        self._start_local_executor()
         if ctx.request_id is None:
             return await call_next(ctx)
         if method.startswith("tasks/"):
@@ -391,12 +452,33 @@ class TasksExtension(Extension):
             if answer is not None:
                 return answer
         ttl = config.ttl_ms
+        ttl_ms = None if ttl in ("default", None) else ttl
+        responses = _wire_responses(params)
+        if self._execution == "workers":
+            # A front-end: the task waits in the store for a worker (serve_worker) to run it.
+            return await self._engine.enqueue_task(
+                self._principal(ctx),
+                params.name,
+                params.arguments or {},
+                ttl_ms=ttl_ms,  # type: ignore[arg-type]
+                unlimited_ttl=ttl is None,
+                poll_interval_ms=config.poll_interval_ms,
+                max_attempts=config.max_attempts,
+                backoff_ms=config.backoff_ms,
+                input_responses=responses,
+            )
+        resumable = config.max_attempts is not None
         created, task = await self._engine.create_task(
             self._principal(ctx),
             params.name,
-            ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
+            ttl_ms=ttl_ms,  # type: ignore[arg-type]
             unlimited_ttl=ttl is None,
             poll_interval_ms=config.poll_interval_ms,
+            # Kept with a resumable task only: a later attempt runs the call again.
+            arguments=(params.arguments or {}) if resumable else None,
+            max_attempts=config.max_attempts,
+            backoff_ms=config.backoff_ms,
+            input_responses=responses if resumable else None,
         )
         session = ctx.session
         outbound = session._request_outbound  # type: ignore[attr-defined]
@@ -430,3 +512,78 @@ class TasksExtension(Extension):
             await task.fail_exception(e)
             return
         await task.complete(result)
+
+    # -- tasks that wait for a worker: resumed after a crash, or a front-end's -----------------
+
+    def _task_tools(self) -> list[str]:
+        """The tools whose tasks this process may run: every configured task tool, and every
+        tool of the server when tools default to tasks."""
+        names = {name for name, config in self._tools.items() if config.mode != "forbidden"}
+        if self._default.mode != "forbidden" and self._mcp_server is not None:
+            names.update(tool.name for tool in self._mcp_server._tool_manager.list_tools())
+        return sorted(names)
+
+    def _start_local_executor(self) -> None:
+        if self._execution == "local" and not self._executing and self._mcp_server is not None:
+            self.start_executor()
+
+    def start_executor(self, server: Any = None) -> None:
+        """Starts running, in this process, the tasks that wait for a worker: resumable tasks a
+        dead process left, and on a worker the tasks a front-end accepted. Call it inside the
+        running event loop; ``install()`` already does for an app it serves (``"local"``)."""
+        if server is not None:
+            self._mcp_server = server
+        if self._mcp_server is None:
+            raise RuntimeError("start_executor needs the MCPServer: call install(server) or pass it")
+        self._engine.start_executor(self._task_tools(), self._on_claimed)
+        self._executing = True
+
+    def stop_executor(self) -> None:
+        """Stops taking tasks (work already started keeps running)."""
+        self._engine.stop_executor()
+        self._executing = False
+
+    async def serve_worker(self, server: Any = None) -> None:
+        """Runs this process as a worker until cancelled: claims the tasks of this extension's
+        tools from the store (PostgreSQL, shared with the front-ends) and runs their tool
+        functions on ``server`` (the ``MCPServer``; the one ``install`` saw by default)."""
+        self.start_executor(server)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.stop_executor()
+
+    def _on_claimed(self, task: _native.TaskContext, tool: str, call: dict[str, Any], attempt: int) -> None:
+        # On the event loop (core's executor schedules it there).
+        run = asyncio.ensure_future(self._run_claimed(task, tool, call))
+        task.on_cancel(run.cancel)
+        self._running.add(run)
+        run.add_done_callback(self._running.discard)
+        _log.info("running task %s of %s (attempt %d)", task.task_id, tool, attempt)
+
+    async def _run_claimed(self, task: _native.TaskContext, tool: str, call: dict[str, Any]) -> None:
+        """A claimed task's work: the tool run as mcp runs a call, without a client request."""
+        fields: dict[str, Any] = {"name": tool, "arguments": call.get("arguments") or {}}
+        if call.get("input_responses"):
+            fields["inputResponses"] = call["input_responses"]
+        params = CallToolRequestParams.model_validate(fields)
+        server = self._mcp_server
+
+        async def call_next(_ctx: Any) -> Any:
+            # mcp's own tools/call handler (argument validation, a ToolError as an isError
+            # result), with no request behind it: there is no client session to ask through,
+            # so a tool run this way asks with current_task().request_input, not ctx.elicit.
+            return await server._handle_call_tool(None, params)
+
+        await self._run(call_next, None, task)  # type: ignore[arg-type]
+
+
+def _wire_responses(params: CallToolRequestParams) -> dict[str, Any] | None:
+    """The MRTR answers a call came with, as JSON (stored with a task a worker runs)."""
+    responses = getattr(params, "input_responses", None)
+    if not responses:
+        return None
+    return {
+        key: value.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(value, BaseModel) else value
+        for key, value in responses.items()
+    }

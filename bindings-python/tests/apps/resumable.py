@@ -1,0 +1,57 @@
+"""A server with one resumable tool, for the worker tests: ``count`` counts ``steps`` steps of
+``step_ms`` each, saving a checkpoint after each, and resumes from it when another attempt runs
+it. Its status names the attempt and the process, so a test knows which process to kill.
+
+``MCP_TASKS_STORE`` names the store and ``MCP_TASKS_EXECUTION`` is ``local`` or ``workers``
+(a front-end). ``python resumable.py PORT`` serves it over HTTP; ``python -m mcp_tasks worker
+apps.resumable:server`` runs its tools as a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+from mcp_tasks import TaskConfig, TasksExtension, current_task
+
+tasks = TasksExtension(
+    os.environ.get("MCP_TASKS_STORE", "memory://"),
+    tools={
+        "count": TaskConfig("required", poll_interval_ms=100, max_attempts=3, backoff_ms=200),
+        "sleep": TaskConfig("required", poll_interval_ms=100),
+    },
+    execution="workers" if os.environ.get("MCP_TASKS_EXECUTION") == "workers" else "local",
+)
+server = MCPServer("mcp-tasks-resumable", extensions=[tasks])
+tasks.install(server)
+
+
+@server.tool()
+async def count(steps: int = 10, step_ms: int = 100) -> str:
+    """Counts, checkpointing each step; a later attempt resumes from the checkpoint."""
+    task = current_task()
+    assert task is not None, "count runs as a task"
+    start = (task.saved_checkpoint or {}).get("done", 0)
+    for done in range(start, steps):
+        await asyncio.sleep(step_ms / 1000)
+        await task.checkpoint({"done": done + 1})
+        await task.set_status(f"step {done + 1} of {steps} (attempt {task.attempt}, pid {os.getpid()})")
+    return f"counted to {steps} in attempt {task.attempt}, resumed from step {start}"
+
+
+@server.tool()
+async def sleep(seconds: float = 60.0) -> str:
+    """Not resumable: fails when its process dies."""
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+if __name__ == "__main__":
+    port = int(sys.argv[1])
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    print(f"listening on http://127.0.0.1:{port}/mcp", flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
