@@ -781,6 +781,7 @@ module.exports = nativeBinding
 module.exports.Creation = nativeBinding.Creation
 module.exports.Handled = nativeBinding.Handled
 module.exports.NativeCall = nativeBinding.NativeCall
+module.exports.NativeClaim = nativeBinding.NativeClaim
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeListen = nativeBinding.NativeListen
 module.exports.NativeServer = nativeBinding.NativeServer

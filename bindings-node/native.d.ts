@@ -62,6 +62,26 @@ export declare class NativeCall {
   takeTask(): NativeTaskExecution | null
 }
 
+/**
+ * A task this process claimed (a resumable task a dead process left, or one a front-end
+ * enqueued): the task to run, and the `tools/call` exchange that runs its tool through the SDK
+ * again, made by core from the stored call.
+ */
+export declare class NativeClaim {
+  /** The task, once (its work runs it to the end, as a created task's does). */
+  takeTask(): NativeTask | null
+  /** The tool to run. */
+  get tool(): string
+  /** The caller the task is bound to. */
+  get principal(): string
+  /** This attempt's number (2 or more after a restart; 1 for an enqueued task's first run). */
+  get attempt(): number
+  /** The exchange's request headers, flat pairs (`[name, value, ...]`). */
+  get headers(): Array<string>
+  /** The exchange's request body: the `tools/call` as the client made it. */
+  get body(): Buffer
+}
+
 /** The task client for one server: a Streamable HTTP endpoint or a stdio command. */
 export declare class NativeClient {
   /**
@@ -109,10 +129,16 @@ export declare class NativeServer {
    */
   static open(optionsJson: string, defaultMode: string, maxBodyBytes?: number | undefined | null, requestStateKey?: string | undefined | null): Promise<NativeServer>
   /**
-   * Stops the background sweeper, which holds the engine and its store (also done when the
-   * server is garbage-collected).
+   * Stops the background sweeper and the executor, which hold the engine and its store (also
+   * done when the server is garbage-collected).
    */
   close(): void
+  /**
+   * Starts claiming the tasks of the configured task tools that wait for a worker (resumable
+   * tasks a dead process left) and hands each to `callback` on the JavaScript thread, until
+   * `close()`. Replaces a running one.
+   */
+  startExecutor(callback: (claim: NativeClaim) => void): void
   /**
    * Sets how `tool` runs: its mode (`forbidden`, `optional` or `required`), its task options
    * (core's `TaskOptions` as JSON: `ttlMs`, `pollIntervalMs`), and whether it has a
@@ -170,6 +196,12 @@ export declare class NativeTask {
    * and on a timer, instead of a waiting thread hop per task.
    */
   isCancelled(): boolean
+  /** This attempt's number: 1 for a first run, 2 or more for a resumable task run again. */
+  get attempt(): number
+  /** The last checkpoint saved for the task (JSON), or `null`. */
+  savedCheckpoint(): string | null
+  /** Saves a checkpoint (JSON) durably with the task, for a later attempt to resume from. */
+  checkpoint(valueJson: string): Promise<void>
   /** Sets the task's `statusMessage`. */
   setStatus(message: string): Promise<void>
   /**

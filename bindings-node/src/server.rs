@@ -8,17 +8,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcp_tasks::clock::ManualClock;
-use mcp_tasks::engine::{EngineOptions, Served, Subscription, TaskContext, TaskHandle, TaskOptions};
+use mcp_tasks::engine::{
+    ClaimedTask, EngineOptions, Executor, Served, Subscription, TaskContext, TaskHandle, TaskOptions,
+};
 use mcp_tasks::protocol::negotiation::{self, TaskMode};
 use mcp_tasks::protocol::request_state;
 use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, READ_HEADERS, REQUEST_STATE_TTL_MS,
-    Reply, Route, Routed, ToolCallRoute, get_result, input_required_result, sse_event,
+    Reply, Route, Routed, ToolCallRoute, call_request, get_result, input_required_result, sse_event,
 };
 use mcp_tasks::protocol::types::META_SERVER_INFO;
-use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError};
+use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
 use napi::bindgen_prelude::{Buffer, Either, Either3};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -165,6 +168,101 @@ pub struct NativeServer {
     /// Per tool: its task options, and whether a `prepare` (an MRTR phase in JavaScript) runs
     /// before its task is created.
     tools: parking_lot::RwLock<HashMap<String, (TaskOptions, bool)>>,
+    /// The claim loop of [`NativeServer::start_executor`], while it runs.
+    executor: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// `(claim) => void`, called on the JavaScript thread for each task this process claims.
+type ClaimFn = ThreadsafeFunction<NativeClaim, (), NativeClaim, napi::Status, false, true>;
+
+/// Hands claimed tasks to the TypeScript server, which runs their tools through the SDK.
+struct JsExecutor {
+    tools: Vec<String>,
+    callback: ClaimFn,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Executor for JsExecutor {
+    fn tools(&self) -> Vec<String> {
+        self.tools.clone()
+    }
+
+    fn execute(&self, task: ClaimedTask) {
+        let ClaimedTask { context, tool, principal, call, attempt, .. } = task;
+        let (headers, body) = call_request(&tool, &call, 1);
+        let headers = headers.into_iter().flat_map(|(name, value)| [name.to_owned(), value]).collect();
+        let task = NativeTask {
+            id: context.task_id().to_owned(),
+            handle: context.handle(),
+            ctx: Arc::new(parking_lot::Mutex::new(Some(context))),
+            // A claimed task was answered for when it was created, elsewhere or earlier.
+            reply: HttpReply { status: 200, headers: HashMap::new(), body: String::new() },
+            runtime: self.runtime.clone(),
+        };
+        let claim = NativeClaim {
+            task: parking_lot::Mutex::new(Some(task)),
+            tool,
+            principal,
+            attempt,
+            headers,
+            body: body.to_string().into_bytes(),
+        };
+        // Queued for the JavaScript thread; if its environment is gone, the dropped context
+        // fails the task as the store's recovery would have.
+        let _ = self.callback.call(claim, ThreadsafeFunctionCallMode::NonBlocking);
+    }
+}
+
+/// A task this process claimed (a resumable task a dead process left, or one a front-end
+/// enqueued): the task to run, and the `tools/call` exchange that runs its tool through the SDK
+/// again, made by core from the stored call.
+#[napi]
+pub struct NativeClaim {
+    task: parking_lot::Mutex<Option<NativeTask>>,
+    tool: String,
+    principal: String,
+    attempt: u32,
+    headers: Vec<String>,
+    body: Vec<u8>,
+}
+
+#[napi]
+impl NativeClaim {
+    /// The task, once (its work runs it to the end, as a created task's does).
+    #[napi]
+    pub fn take_task(&self) -> Option<NativeTask> {
+        self.task.lock().take()
+    }
+
+    /// The tool to run.
+    #[napi(getter)]
+    pub fn tool(&self) -> String {
+        self.tool.clone()
+    }
+
+    /// The caller the task is bound to.
+    #[napi(getter)]
+    pub fn principal(&self) -> String {
+        self.principal.clone()
+    }
+
+    /// This attempt's number (2 or more after a restart; 1 for an enqueued task's first run).
+    #[napi(getter)]
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The exchange's request headers, flat pairs (`[name, value, ...]`).
+    #[napi(getter)]
+    pub fn headers(&self) -> Vec<String> {
+        self.headers.clone()
+    }
+
+    /// The exchange's request body: the `tools/call` as the client made it.
+    #[napi(getter)]
+    pub fn body(&self) -> Buffer {
+        self.body.clone().into()
+    }
 }
 
 impl Drop for NativeServer {
@@ -206,16 +304,43 @@ impl NativeServer {
             state_key: Arc::new(request_state_key.map_or_else(mcp_tasks::clock::random_key, String::into_bytes)),
             runtime: tokio::runtime::Handle::current(),
             tools: parking_lot::RwLock::new(HashMap::new()),
+            executor: parking_lot::Mutex::new(None),
         })
     }
 
-    /// Stops the background sweeper, which holds the engine and its store (also done when the
-    /// server is garbage-collected).
+    /// Stops the background sweeper and the executor, which hold the engine and its store (also
+    /// done when the server is garbage-collected).
     #[napi]
     pub fn close(&self) {
         if let Some(sweeper) = self.sweeper.lock().take() {
             sweeper.abort();
         }
+        if let Some(executor) = self.executor.lock().take() {
+            executor.abort();
+        }
+    }
+
+    /// Starts claiming the tasks of the configured task tools that wait for a worker (resumable
+    /// tasks a dead process left) and hands each to `callback` on the JavaScript thread, until
+    /// `close()`. Replaces a running one.
+    #[napi]
+    pub fn start_executor(
+        &self,
+        #[napi(ts_arg_type = "(claim: NativeClaim) => void")] callback: ClaimFn,
+    ) -> napi::Result<()> {
+        let dispatcher = self.dispatcher.read();
+        let tools = (self.tools.read().keys())
+            .filter(|name| dispatcher.tool_mode(name).is_some_and(|mode| mode != TaskMode::Forbidden))
+            .cloned()
+            .collect();
+        drop(dispatcher);
+        let executor = JsExecutor { tools, callback, runtime: self.runtime.clone() };
+        let _inside = self.runtime.enter();
+        let handle = self.engine.spawn_executor(Arc::new(executor));
+        if let Some(previous) = self.executor.lock().replace(handle) {
+            previous.abort();
+        }
+        Ok(())
     }
 
     /// Sets how `tool` runs: its mode (`forbidden`, `optional` or `required`), its task options
@@ -498,9 +623,16 @@ impl CallInner {
     fn create(self: Arc<Self>, options: TaskOptions) -> Finishing<Result<NativeTask, ProtocolError>> {
         let runtime = self.runtime.clone();
         let future = async move {
+            // Only a resumable tool's call is kept: a later attempt makes it again.
+            let stored = options.resume.map(|_| StoredCall {
+                arguments: self.call.arguments.clone(),
+                input_responses: self.call.input_responses.clone(),
+                state: self.state.clone(),
+                envelope: Some(self.call.envelope.clone()),
+            });
             let (created, ctx) = self
                 .engine
-                .create_task(&self.routed.principal, &self.call.name, options)
+                .create_task_for(&self.routed.principal, &self.call.name, options, stored)
                 .await
                 .map_err(|e| e.to_protocol())?;
             let created = serde_json::to_value(created).expect("results serialize");
@@ -658,6 +790,25 @@ impl NativeTask {
     #[napi]
     pub fn is_cancelled(&self) -> bool {
         self.handle.is_cancelled()
+    }
+
+    /// This attempt's number: 1 for a first run, 2 or more for a resumable task run again.
+    #[napi(getter)]
+    pub fn attempt(&self) -> u32 {
+        self.handle.attempt()
+    }
+
+    /// The last checkpoint saved for the task (JSON), or `null`.
+    #[napi]
+    pub fn saved_checkpoint(&self) -> Option<String> {
+        self.handle.saved_checkpoint().map(|value| value.to_string())
+    }
+
+    /// Saves a checkpoint (JSON) durably with the task, for a later attempt to resume from.
+    #[napi]
+    pub async fn checkpoint(&self, value_json: String) -> napi::Result<()> {
+        let value = parse_json("checkpoint", &value_json)?;
+        self.handle.checkpoint(value).await.map_err(engine_error)
     }
 
     /// Sets the task's `statusMessage`.

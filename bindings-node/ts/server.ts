@@ -72,6 +72,17 @@ export interface TaskToolConfig {
    * in `ctx.mcpReq.inputResponses`. A thrown `ProtocolError` refuses the call with its code.
    */
   prepare?: (call: PrepareCall) => InputRequired | undefined | Promise<InputRequired | undefined>;
+  /**
+   * Makes the tool resumable: when the process running one of its tasks dies, the task runs
+   * again (under the same task id, through the SDK as the first call did, up to `maxAttempts`
+   * attempts in all) instead of failing, from the checkpoint its code saved
+   * (`currentTask(ctx).checkpoint(value)`). Execution is at least once, so the tool must be
+   * idempotent; completion stays exactly once.
+   */
+  maxAttempts?: number;
+  /** The wait before the second attempt (each later one waits twice as long); core's default
+   * when absent. */
+  backoffMs?: number;
 }
 
 /** Who a request comes from, as `principal` sees it. */
@@ -144,6 +155,14 @@ export interface CurrentTask {
    * in `ctx.mcpReq.inputResponses`, as an MRTR retry would.
    */
   requestInput(requests: Record<string, unknown>): Promise<Record<string, unknown>>;
+  /** This run's attempt: 1 at first, 2 or more when a resumable tool runs again after the
+   * process running it died. */
+  readonly attempt: number;
+  /** The checkpoint saved last (by this attempt or an earlier one), or `undefined`. */
+  readonly savedCheckpoint: unknown;
+  /** Saves `value` (JSON, 64 KiB at most) durably with the task, for a later attempt to resume
+   * from if this one is cut short. */
+  checkpoint(value: unknown): Promise<void>;
 }
 
 /** One run of a task's tool through the SDK. */
@@ -233,6 +252,7 @@ export class TasksServer {
   readonly #principal: (info: PrincipalInfo) => string | undefined;
   readonly #running = new Map<string, Running>();
   #checker: ReturnType<typeof setInterval> | undefined;
+  #executing = false;
 
   private constructor(nativeServer: NativeModule.NativeServer, options: TasksServerOptions) {
     this.#native = nativeServer;
@@ -264,6 +284,9 @@ export class TasksServer {
     const options = {
       ...(full.ttlMs !== undefined && { ttlMs: full.ttlMs }),
       ...(full.pollIntervalMs !== undefined && { pollIntervalMs: full.pollIntervalMs }),
+      ...(full.maxAttempts !== undefined && {
+        resume: { maxAttempts: full.maxAttempts, ...(full.backoffMs !== undefined && { backoffMs: full.backoffMs }) },
+      }),
     };
     mappedSync(() =>
       this.#native.configure(tool, full.mode ?? "optional", JSON.stringify(options), full.prepare !== undefined),
@@ -305,6 +328,12 @@ export class TasksServer {
       return product;
     };
     const sdk = createMcpHandler(wrapped, options);
+    // Resumable tasks a dead process left run again through this handler's SDK (the first
+    // handler's, when there are several).
+    if (!this.#executing) {
+      this.#executing = true;
+      this.#native.startExecutor((claim) => this.#runClaimed(sdk, claim));
+    }
     const fetch = async (request: Request, requestOptions?: { authInfo?: AuthInfo }): Promise<Response> => {
       const incoming = await fromFetch(request, requestOptions?.authInfo, this.#native.maxBodyBytes);
       const answer = await this.#answer(sdk, incoming);
@@ -321,8 +350,9 @@ export class TasksServer {
     }
   }
 
-  /** Stops the store's background sweeper. Tasks still running end `failed` at the next start
-   * on the same store (SQLite), or by another worker's sweep (PostgreSQL). */
+  /** Stops the store's background sweeper and the claiming of resumable tasks. Tasks still
+   * running end `failed` at the next start on the same store (SQLite), or by another worker's
+   * sweep (PostgreSQL), unless their tool is resumable: then they run again there. */
   close(): void {
     this.#native.close();
   }
@@ -432,14 +462,35 @@ export class TasksServer {
 
   /** Runs a created task's tool in the background, registered so a cancel can stop it. */
   #run(sdk: McpHttpHandler, task: NativeModule.NativeTask, principal: string, incoming: Incoming): void {
+    const exchange = { url: incoming.url, headers: exchangeHeaders(incoming.rawHeaders), authInfo: incoming.authInfo };
+    this.#start(sdk, task, principal, exchange, incoming.body!);
+  }
+
+  /** Runs a claimed task (a resumable task a dead process left): the exchange core made from
+   * its stored call, with no client request behind it. */
+  #runClaimed(sdk: McpHttpHandler, claim: NativeModule.NativeClaim): void {
+    const task = claim.takeTask();
+    if (task === null) {
+      return;
+    }
+    const exchange = { url: "http://localhost/mcp", headers: exchangeHeaders(claim.headers), authInfo: undefined };
+    this.#start(sdk, task, claim.principal, exchange, claim.body);
+  }
+
+  #start(
+    sdk: McpHttpHandler,
+    task: NativeModule.NativeTask,
+    principal: string,
+    exchange: { url: string; headers: Headers; authInfo: AuthInfo | undefined },
+    body: Buffer,
+  ): void {
     const taskId = task.taskId;
     const entry: Running = { task, abort: new AbortController() };
     this.#running.set(taskId, entry);
     // A cancel or an expiry this process did not serve (another worker's, a sweep's) is
     // noticed as often as the engine sweeps.
     this.#checker ??= setInterval(() => this.#stopCancelled(), this.#native.sweepIntervalMs).unref();
-    const exchange = { url: incoming.url, headers: exchangeHeaders(incoming.rawHeaders), authInfo: incoming.authInfo };
-    entry.run = runTask(sdk, entry, taskId, principal, exchange, incoming.body!).finally(() => {
+    entry.run = runTask(sdk, entry, taskId, principal, exchange, body).finally(() => {
       this.#running.delete(taskId);
       if (this.#running.size === 0 && this.#checker !== undefined) {
         clearInterval(this.#checker);
@@ -622,6 +673,12 @@ async function runTask(
     setStatus: (text) => mapped(() => native.setStatus(text)),
     requestInput: async (requests) =>
       JSON.parse(await mapped(() => native.requestInput(JSON.stringify(requests)))) as Record<string, unknown>,
+    attempt: native.attempt,
+    get savedCheckpoint(): unknown {
+      const saved = native.savedCheckpoint();
+      return saved == null ? undefined : (JSON.parse(saved) as unknown);
+    },
+    checkpoint: (value) => mapped(() => native.checkpoint(JSON.stringify(value))),
   };
   const options = exchange.authInfo !== undefined ? { authInfo: exchange.authInfo } : undefined;
   // The first round sends the client's body as it came; later rounds carry the answers.

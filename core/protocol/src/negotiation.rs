@@ -25,6 +25,17 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// The envelope as the request's `_meta` carries it.
+    pub fn to_meta(&self) -> Map<String, Value> {
+        let mut meta = Map::new();
+        meta.insert(META_PROTOCOL_VERSION.into(), Value::String(self.protocol_version.clone()));
+        meta.insert(META_CLIENT_CAPABILITIES.into(), Value::Object(self.client_capabilities.clone()));
+        if let Some(info) = &self.client_info {
+            meta.insert(META_CLIENT_INFO.into(), info.clone());
+        }
+        meta
+    }
+
     /// True when this very request declares the tasks extension.
     pub fn declares_tasks(&self) -> bool {
         self.client_capabilities

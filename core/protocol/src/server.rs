@@ -23,10 +23,11 @@ use crate::error::{ProtocolError, RpcError};
 use crate::headers::{self, StandardHeaders};
 use crate::negotiation::{self, Dispatch, Envelope, SUPPORTED_VERSIONS, TaskMode};
 use crate::request::{self, Incoming, Method};
+use crate::task::StoredCall;
 use crate::types::{
     AckResult, AcknowledgedParams, DetailedTask, DiscoverResult, GetTaskResult, InputRequests, InputRequiredResult,
-    InputResponses, ListenFilter, ListenResult, META_SERVER_INFO, RequestId, ResultType, TaskNotificationParams,
-    error_response, notification, response, subscription_meta,
+    InputResponses, ListenFilter, ListenResult, META_SERVER_INFO, PROTOCOL_VERSION, RequestId, ResultType,
+    TaskNotificationParams, error_response, notification, response, subscription_meta,
 };
 
 /// How long a sealed MRTR `requestState` stays valid (milliseconds).
@@ -593,6 +594,33 @@ pub fn input_required_result(input_requests: InputRequests, sealed_state: Option
     })
 }
 
+/// The Streamable HTTP request that makes a stored call again: headers (lower-case names) and
+/// the JSON-RPC `tools/call` body (id `id`; the tool, its arguments, its MRTR answers, and the
+/// client's envelope as `_meta`). For an adapter whose tool code runs behind an SDK's own
+/// handler (the TypeScript server), so a later attempt, or a separate worker, runs the tool as
+/// the first call did.
+pub fn call_request(tool: &str, call: &StoredCall, id: u64) -> (Vec<(&'static str, String)>, Value) {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::String(tool.to_owned()));
+    params.insert("arguments".into(), Value::Object(call.arguments.clone()));
+    if let Some(responses) = &call.input_responses {
+        params.insert("inputResponses".into(), Value::Object(responses.clone()));
+    }
+    let envelope = call
+        .envelope
+        .clone()
+        .unwrap_or_else(|| Envelope { protocol_version: PROTOCOL_VERSION.to_owned(), ..Envelope::default() });
+    params.insert("_meta".into(), Value::Object(envelope.to_meta()));
+    let headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("accept", "application/json, text/event-stream".to_owned()),
+        ("mcp-protocol-version", envelope.protocol_version.clone()),
+        ("mcp-method", "tools/call".to_owned()),
+        ("mcp-name", headers::encode_value(tool)),
+    ];
+    (headers, json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
+}
+
 /// The messages of one `subscriptions/listen` stream, each stamped with the subscription id
 /// (the listen request's id): the acknowledgement first (only the ids the caller may see),
 /// then `notifications/tasks` with the full `DetailedTask` on every change, then, once every
@@ -666,6 +694,35 @@ mod tests {
             Decision::Reply(reply) => reply,
             other => panic!("expected a reply, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_stored_call_made_again_routes_as_the_first_call_did() {
+        let sent =
+            body("tools/call", json!({"name": "task", "arguments": {"n": 1}, "inputResponses": {"k": {}}}), true);
+        let headers = [("mcp-protocol-version", PROTOCOL_VERSION), ("mcp-method", "tools/call"), ("mcp-name", "task")];
+        let Decision::Route(first) = dispatcher().handle_http(&post(&headers, &sent), Some("alice")) else {
+            panic!("the first call routes")
+        };
+        let Route::CallTool(first) = first.route else { panic!("a tool call") };
+        let stored = StoredCall {
+            arguments: first.arguments.clone(),
+            input_responses: first.input_responses.clone(),
+            state: None,
+            envelope: Some(first.envelope.clone()),
+        };
+        let (again_headers, again) = call_request("task", &stored, 9);
+        let pairs: Vec<(&str, &str)> = again_headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let again = again.to_string().into_bytes();
+        let Decision::Route(routed) = dispatcher().handle_http(&post(&pairs, &again), Some("alice")) else {
+            panic!("the call made again routes")
+        };
+        let Route::CallTool(call) = routed.route else { panic!("a tool call") };
+        assert_eq!(
+            (call.arguments, call.input_responses, call.envelope),
+            (first.arguments, first.input_responses, first.envelope)
+        );
+        assert_eq!(call.dispatch, Dispatch::Task);
     }
 
     fn delegating() -> Dispatcher {

@@ -1,0 +1,42 @@
+// A TypeScript server with one resumable tool, for test/resume.test.mjs: `count` counts `steps`
+// steps of `stepMs` each, saving a checkpoint after each, and resumes from it when the server
+// runs it again after a restart; `sleep` is not resumable.
+//   node test/resumable-server.mjs PORT STORE
+import http from "node:http";
+
+import { McpServer } from "@modelcontextprotocol/server";
+import * as z from "zod";
+
+import { TasksServer, currentTask } from "../dist/server.js";
+
+const [port, store] = [Number(process.argv[2]), process.argv[3] ?? "memory://"];
+const tasks = await TasksServer.open({
+  store,
+  tools: {
+    count: { mode: "required", pollIntervalMs: 100, maxAttempts: 3, backoffMs: 200 },
+    sleep: { mode: "required", pollIntervalMs: 100 },
+  },
+});
+const handler = tasks.handler(() => {
+  const server = new McpServer({ name: "mcp-tasks-resumable", version: "0.1.0" });
+  server.registerTool(
+    "count",
+    { inputSchema: z.object({ steps: z.number().default(10), stepMs: z.number().default(100) }) },
+    async ({ steps, stepMs }, ctx) => {
+      const task = currentTask(ctx);
+      const start = task.savedCheckpoint?.done ?? 0;
+      for (let done = start; done < steps; done++) {
+        await new Promise((resolve) => setTimeout(resolve, stepMs));
+        await task.checkpoint({ done: done + 1 });
+        await task.setStatus(`step ${done + 1} of ${steps} (attempt ${task.attempt}, pid ${process.pid})`);
+      }
+      return { content: [{ type: "text", text: `counted to ${steps} in attempt ${task.attempt}, resumed from step ${start}` }] };
+    },
+  );
+  server.registerTool("sleep", { inputSchema: z.object({ seconds: z.number().default(60) }) }, async ({ seconds }) => {
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    return { content: [{ type: "text", text: "slept" }] };
+  });
+  return server;
+});
+http.createServer(handler.node).listen(port, "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${port}/mcp`));

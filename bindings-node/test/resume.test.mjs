@@ -1,0 +1,83 @@
+// Resumable tools on the TypeScript server: killed with SIGKILL mid-run, the server restarted on
+// the same SQLite file runs the task again as attempt 2 from its checkpoint, through the SDK as
+// the first call did, while a plain task fails with the clear message.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { describe, test } from "node:test";
+
+import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
+import { ROOT, freePort } from "./servers.mjs";
+
+async function serve(store, port) {
+  const script = join(ROOT, "bindings-node", "test", "resumable-server.mjs");
+  const child = spawn(process.execPath, [script, String(port), store], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    child.on("exit", (code) => reject(new Error(`the server exited with ${code}`)));
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const match = /listening on (\S+)/.exec(line);
+      if (match) resolve(match[1]);
+    });
+  });
+  return { url, child, kill: () => new Promise((resolve) => (child.once("exit", resolve), child.kill("SIGKILL"))) };
+}
+
+let next = 0;
+async function call(url, method, params) {
+  const headers = {
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+    "mcp-protocol-version": PROTOCOL_VERSION,
+    "mcp-method": method,
+    "mcp-name": params.name ?? params.taskId,
+  };
+  const meta = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
+  };
+  const body = JSON.stringify({ jsonrpc: "2.0", id: ++next, method, params: { ...params, _meta: meta } });
+  const response = await fetch(url, { method: "POST", headers, body });
+  return (await response.json()).result;
+}
+
+async function until(url, taskId, done, seconds = 30) {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const task = await call(url, "tasks/get", { taskId });
+    if (done(task)) return task;
+    assert.ok(Date.now() < deadline, `${taskId} never got there: ${JSON.stringify(task)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const step = (task) => Number(/^step (\d+)/.exec(task.statusMessage ?? "")?.[1] ?? 0);
+
+describe("a resumable tool on the TypeScript server", () => {
+  test("killed with SIGKILL mid-run, the restarted server finishes it from its checkpoint", async () => {
+    const store = `sqlite:///${join(mkdtempSync(join(tmpdir(), "mcp-tasks-ts-resume-")), "tasks.db")}`;
+    const port = await freePort();
+    const first = await serve(store, port);
+    const counting = (await call(first.url, "tools/call", { name: "count", arguments: { steps: 30, stepMs: 100 } })).taskId;
+    const plain = (await call(first.url, "tools/call", { name: "sleep", arguments: { seconds: 60 } })).taskId;
+    const before = await until(first.url, counting, (t) => step(t) >= 3);
+    assert.match(before.statusMessage, new RegExp(`pid ${first.child.pid}\\)`));
+    await first.kill();
+
+    const second = await serve(store, port);
+    try {
+      const failed = await until(second.url, plain, (t) => t.status !== "working");
+      assert.equal(failed.status, "failed");
+      assert.equal(failed.error.data.reason, "server_restarted");
+      const done = await until(second.url, counting, (t) => t.status !== "working");
+      assert.equal(done.status, "completed", JSON.stringify(done));
+      const text = done.result.content[0].text;
+      assert.match(text, /^counted to 30 in attempt 2, resumed from step \d+$/);
+      assert.ok(Number(text.split(" ").at(-1)) >= step(before), text);
+    } finally {
+      await second.kill();
+    }
+  });
+});
