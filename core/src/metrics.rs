@@ -6,7 +6,8 @@
 //! | metric | type | labels | what |
 //! |---|---|---|---|
 //! | `mcp_tasks_tasks_created_total` | counter | `tool` | tasks this engine created |
-//! | `mcp_tasks_tasks_finished_total` | counter | `tool`, `outcome` | tasks this engine's writes ended: `completed`, `failed`, `cancelled`, `expired`, `abandoned` (their process or worker died) |
+//! | `mcp_tasks_tasks_finished_total` | counter | `tool`, `outcome` | tasks this engine's writes ended: `completed`, `failed`, `cancelled`, `expired`, `abandoned` (their process or worker died), `exhausted` (a resumable task's worker died during its last allowed attempt) |
+//! | `mcp_tasks_task_attempts_total` | counter | `tool` | attempts this engine claimed: resumable tasks run again (attempt 2 or more) and tasks enqueued for a worker |
 //! | `mcp_tasks_tasks_in_flight` | gauge | | tasks this process runs (`working` or `input_required`) |
 //! | `mcp_tasks_task_duration_seconds` | histogram | `tool` | from creation to the end, for the tasks counted as finished |
 //! | `mcp_tasks_store_write_seconds` | histogram | `op` (`insert`, `update`) | how long the store took to accept a write (with the default redo log: until it is in the log) |
@@ -52,6 +53,7 @@ pub(crate) struct Metrics {
     registry: Registry,
     created: Family<ToolLabels, Counter>,
     finished: Family<FinishedLabels, Counter>,
+    attempts: Family<ToolLabels, Counter>,
     in_flight: Gauge,
     duration: Histograms<ToolLabels>,
     /// The two series of `mcp_tasks_store_write_seconds`, taken once: every store write
@@ -75,14 +77,20 @@ impl Default for Metrics {
         let mut registry = Registry::default();
         let created = Family::<ToolLabels, Counter>::default();
         let finished = Family::<FinishedLabels, Counter>::default();
+        let attempts = Family::<ToolLabels, Counter>::default();
         let in_flight = Gauge::default();
         let duration: Histograms<ToolLabels> = Family::new_with_constructor(duration_buckets);
         let store_write: Histograms<OpLabels> = Family::new_with_constructor(write_buckets);
         registry.register("mcp_tasks_tasks_created", "Tasks this engine created", created.clone());
         registry.register(
             "mcp_tasks_tasks_finished",
-            "Tasks this engine's writes ended, by outcome: completed, failed, cancelled, expired, abandoned",
+            "Tasks this engine's writes ended, by outcome: completed, failed, cancelled, expired, abandoned, exhausted",
             finished.clone(),
+        );
+        registry.register(
+            "mcp_tasks_task_attempts",
+            "Attempts this engine claimed: resumable tasks run again, and tasks enqueued for a worker",
+            attempts.clone(),
         );
         registry.register(
             "mcp_tasks_tasks_in_flight",
@@ -101,7 +109,7 @@ impl Default for Metrics {
         );
         let series = |op: &str| store_write.get_or_create(&OpLabels { op: op.to_owned() }).clone();
         let (insert_write, update_write) = (series("insert"), series("update"));
-        Self { registry, created, finished, in_flight, duration, insert_write, update_write }
+        Self { registry, created, finished, attempts, in_flight, duration, insert_write, update_write }
     }
 }
 
@@ -115,6 +123,7 @@ pub(crate) fn outcome(task: &TaskRecord) -> &'static str {
             match reason.and_then(|r| r.as_str()) {
                 Some("expired") => "expired",
                 Some("server_restarted") => "abandoned",
+                Some(crate::protocol::task::ATTEMPTS_EXHAUSTED) => "exhausted",
                 _ => "failed",
             }
         }
@@ -138,6 +147,11 @@ impl Metrics {
             principal = %principal_hash(&task.principal),
             "task created"
         );
+    }
+
+    /// This engine claimed `task`, starting its attempt `task.attempt`.
+    pub(crate) fn claimed(&self, task: &TaskRecord) {
+        self.attempts.get_or_create(&ToolLabels { tool: task.tool.clone() }).inc();
     }
 
     /// A write of this engine made `task` terminal.

@@ -122,6 +122,7 @@ async fn a_resumable_task_runs_again_from_its_checkpoint_after_a_restart_and_a_p
     assert_eq!(task.call.arguments["rows"], 10);
     assert_eq!(task.context.saved_checkpoint(), Some(json!({"done": 4})));
     assert_eq!(p.engine.claim_for(executor.as_ref()).await.unwrap(), 0, "claimed once");
+    assert!(p.engine.metrics_text().contains(r#"mcp_tasks_task_attempts_total{tool="report"} 1"#));
     assert!(task.context.complete(text("all 10 rows")).await.unwrap());
     let done = p.engine.get("alice", &job).await.unwrap();
     assert_eq!(done.task.status, TaskStatus::Completed);
@@ -148,6 +149,8 @@ async fn attempts_stop_at_the_maximum_with_a_failure_that_says_so() {
     assert_eq!(error.data.as_ref().unwrap()["reason"], ATTEMPTS_EXHAUSTED);
     assert_eq!(error.data.as_ref().unwrap()["attempts"], 2);
     assert!(error.message.contains("the last of the 2"), "{}", error.message);
+    let metrics = p.engine.metrics_text();
+    assert!(metrics.contains(r#"mcp_tasks_tasks_finished_total{tool="report",outcome="exhausted"} 1"#), "{metrics}");
     p.clock.advance(10_000);
     assert_eq!(p.engine.claim_for(executor.as_ref()).await.unwrap(), 0);
 }
@@ -287,6 +290,51 @@ mod postgres {
         let done = a.get("alice", &job).await.unwrap();
         assert_eq!(done.task.status, TaskStatus::Completed);
         assert_eq!(done.result.unwrap()["content"][0]["text"], "done on b");
+    }
+
+    /// Sweeps on `engine` until task `id` waits for a worker (its worker's lease lapsed).
+    async fn released(engine: &Engine, id: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while !engine.store().get(id).await.unwrap().unwrap().is_waiting() {
+            assert!(std::time::Instant::now() < deadline, "never released");
+            engine.sweep().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+    async fn on_postgres_the_last_attempt_fails_saying_so_and_a_cancel_while_waiting_is_final() {
+        let url = common::pg_database().await;
+        let (a, b, c) = (worker(&url, 300).await, worker(&url, 300).await, worker(&url, 300).await);
+        let two = TaskOptions { resume: Some(Resume { max_attempts: 2, backoff_ms: 0 }), ..TaskOptions::default() };
+        let (job, first) = a.create_task_for("alice", "report", two, Some(call(json!({})))).await.unwrap();
+        let job = job.task.task_id;
+        let (waiting, _waiting_work) =
+            a.create_task_for("alice", "report", quick(), Some(call(json!({})))).await.unwrap();
+        let waiting = waiting.task.task_id;
+        // a dies: b releases both; the second is cancelled before anyone claims it.
+        released(&b, &waiting).await;
+        b.cancel("alice", &waiting).await.unwrap();
+        let (executor, mut rx) = collector(&["report"]);
+        let second = claimed_by(&b, &executor, &mut rx).await;
+        assert_eq!((second.context.task_id(), second.attempt), (job.as_str(), 2), "only the uncancelled task runs");
+        // b dies during the last allowed attempt: c fails the task, saying so.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let failed = loop {
+            c.sweep().await.unwrap();
+            let got = c.get("alice", &job).await.unwrap();
+            if got.task.status != TaskStatus::Working {
+                break got;
+            }
+            assert!(std::time::Instant::now() < deadline, "the exhausted task was never failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(failed.task.status, TaskStatus::Failed);
+        assert_eq!(failed.error.unwrap().data.unwrap()["reason"], ATTEMPTS_EXHAUSTED);
+        assert_eq!(c.claim_for(executor.as_ref()).await.unwrap(), 0);
+        assert_eq!(c.get("alice", &waiting).await.unwrap().task.status, TaskStatus::Cancelled);
+        drop((first, second));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

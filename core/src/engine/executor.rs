@@ -79,6 +79,7 @@ impl Engine {
             let n = claimed.len();
             for record in claimed {
                 tracing::info!(task_id = %record.id, tool = %record.tool, attempt = record.attempt, "task claimed");
+                self.inner.metrics.claimed(&record);
                 executor.execute(self.adopt_claimed(record));
             }
             total += n;
