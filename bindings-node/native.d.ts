@@ -9,15 +9,19 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A task being created: `take()` it when the store already holds it, else `wait()` for it. */
+/**
+ * A task being created: `take()` it when the store already holds it, else `wait()` for it.
+ * What comes is the task to run and send the `creationReply` of, or, on a server that only
+ * accepts (`acceptsOnly`), the reply to send for the task enqueued for a worker.
+ */
 export declare class Creation {
   /**
    * The created task when its creation finished at once (throws if it failed); `null`
    * while it is still running: `wait()` then.
    */
-  take(): NativeTask | null
+  take(): NativeTask | HttpReply | null
   /** The created task, once the store holds it. */
-  wait(): Promise<NativeTask>
+  wait(): Promise<NativeTask | HttpReply>
 }
 
 /**
@@ -128,6 +132,11 @@ export declare class NativeServer {
    * serve the same endpoint).
    */
   static open(optionsJson: string, defaultMode: string, maxBodyBytes?: number | undefined | null, requestStateKey?: string | undefined | null): Promise<NativeServer>
+  /**
+   * True when this server only accepts task calls (`execution: "workers"`): their tasks wait
+   * in the store for worker processes, and nothing runs here.
+   */
+  get acceptsOnly(): boolean
   /**
    * Stops the background sweeper and the executor, which hold the engine and its store (also
    * done when the server is garbage-collected).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use mcp_tasks::clock::ManualClock;
 use mcp_tasks::engine::{
-    ClaimedTask, EngineOptions, Executor, Served, Subscription, TaskContext, TaskHandle, TaskOptions,
+    ClaimedTask, EngineOptions, Execution, Executor, Served, Subscription, TaskContext, TaskHandle, TaskOptions,
 };
 use mcp_tasks::protocol::negotiation::{self, TaskMode};
 use mcp_tasks::protocol::request_state;
@@ -170,6 +170,8 @@ pub struct NativeServer {
     tools: parking_lot::RwLock<HashMap<String, (TaskOptions, bool)>>,
     /// The claim loop of [`NativeServer::start_executor`], while it runs.
     executor: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Where task calls run (`workers`: this server only accepts them).
+    execution: Execution,
 }
 
 /// `(claim) => void`, called on the JavaScript thread for each task this process claims.
@@ -293,6 +295,7 @@ impl NativeServer {
         if let Some(limit) = max_body_bytes {
             config.max_body_bytes = limit as usize;
         }
+        let execution = options.execution;
         let opened = options.open().await.map_err(|e| engine_error(EngineError::Store(e)))?;
         // A manual clock never moves on its own: the caller sweeps (tests and vectors).
         let sweeper = opened.clock.is_none().then(|| opened.engine.spawn_sweeper());
@@ -305,7 +308,15 @@ impl NativeServer {
             runtime: tokio::runtime::Handle::current(),
             tools: parking_lot::RwLock::new(HashMap::new()),
             executor: parking_lot::Mutex::new(None),
+            execution,
         })
+    }
+
+    /// True when this server only accepts task calls (`execution: "workers"`): their tasks wait
+    /// in the store for worker processes, and nothing runs here.
+    #[napi(getter)]
+    pub fn accepts_only(&self) -> bool {
+        self.execution == Execution::Workers
     }
 
     /// Stops the background sweeper and the executor, which hold the engine and its store (also
@@ -468,16 +479,27 @@ impl NativeServer {
                 let (options, prepare) = self.tools.read().get(&call.name).copied().unwrap_or_default();
                 let key = Arc::clone(&self.state_key);
                 let runtime = self.runtime.clone();
-                let inner = Arc::new(CallInner { routed, call, state, engine: engine.clone(), key, runtime, options });
+                let execution = self.execution;
+                let inner = Arc::new(CallInner {
+                    routed,
+                    call,
+                    state,
+                    engine: engine.clone(),
+                    key,
+                    runtime,
+                    options,
+                    execution,
+                });
                 if prepare {
                     return Handled { call: Some(inner), ..Handled::nothing() };
                 }
                 // No MRTR phase: create the task now, in this one call across the boundary.
                 return match Arc::clone(&inner).create(options) {
-                    Finishing::Done(Ok(task)) => {
+                    Finishing::Done(Ok(Either::A(task))) => {
                         let reply = Some(task.creation_reply());
                         Handled { reply, task: parking_lot::Mutex::new(Some(task)), ..Handled::nothing() }
                     }
+                    Finishing::Done(Ok(Either::B(reply))) => Handled { reply: Some(reply), ..Handled::nothing() },
                     Finishing::Done(Err(error)) => Handled::reply(&inner.routed.error(&error), None),
                     running @ Finishing::Running(_) => {
                         let creation = Creation { state: parking_lot::Mutex::new(Some(running)) };
@@ -539,6 +561,8 @@ struct CallInner {
     runtime: tokio::runtime::Handle,
     /// The task options configured for the tool.
     options: TaskOptions,
+    /// `workers`: the task is enqueued for a worker, not run here.
+    execution: Execution,
 }
 
 /// A `tools/call` the dispatcher routed to a task: answer it with an MRTR round, or create the
@@ -618,31 +642,48 @@ impl NativeToolCall {
     }
 }
 
+/// A created task to run here, or (a front-end's) the reply for a task enqueued for a worker.
+type Created = Either<NativeTask, HttpReply>;
+
 impl CallInner {
+    /// The call as a later attempt or a worker makes it again.
+    fn stored(&self) -> StoredCall {
+        StoredCall {
+            arguments: self.call.arguments.clone(),
+            input_responses: self.call.input_responses.clone(),
+            state: self.state.clone(),
+            envelope: Some(self.call.envelope.clone()),
+        }
+    }
+
     /// Creates the task (see [`now_or_spawn`]); a failure is the protocol error to answer.
-    fn create(self: Arc<Self>, options: TaskOptions) -> Finishing<Result<NativeTask, ProtocolError>> {
+    fn create(self: Arc<Self>, options: TaskOptions) -> Finishing<Result<Created, ProtocolError>> {
         let runtime = self.runtime.clone();
         let future = async move {
+            if self.execution == Execution::Workers {
+                let created = self
+                    .engine
+                    .enqueue_task(&self.routed.principal, &self.call.name, options, self.stored())
+                    .await
+                    .map_err(|e| e.to_protocol())?;
+                let created = serde_json::to_value(created).expect("results serialize");
+                return Ok(Either::B(http_reply(&self.routed.result(created))));
+            }
             // Only a resumable tool's call is kept: a later attempt makes it again.
-            let stored = options.resume.map(|_| StoredCall {
-                arguments: self.call.arguments.clone(),
-                input_responses: self.call.input_responses.clone(),
-                state: self.state.clone(),
-                envelope: Some(self.call.envelope.clone()),
-            });
+            let stored = options.resume.map(|_| self.stored());
             let (created, ctx) = self
                 .engine
                 .create_task_for(&self.routed.principal, &self.call.name, options, stored)
                 .await
                 .map_err(|e| e.to_protocol())?;
             let created = serde_json::to_value(created).expect("results serialize");
-            Ok(NativeTask {
+            Ok(Either::A(NativeTask {
                 id: ctx.task_id().to_owned(),
                 handle: ctx.handle(),
                 ctx: Arc::new(parking_lot::Mutex::new(Some(ctx))),
                 reply: http_reply(&self.routed.result(created)),
                 runtime: self.runtime.clone(),
-            })
+            }))
         };
         now_or_spawn(&runtime, future)
     }
@@ -687,9 +728,11 @@ impl<T> Finishing<T> {
 }
 
 /// A task being created: `take()` it when the store already holds it, else `wait()` for it.
+/// What comes is the task to run and send the `creationReply` of, or, on a server that only
+/// accepts (`acceptsOnly`), the reply to send for the task enqueued for a worker.
 #[napi]
 pub struct Creation {
-    state: parking_lot::Mutex<Option<Finishing<Result<NativeTask, ProtocolError>>>>,
+    state: parking_lot::Mutex<Option<Finishing<Result<Created, ProtocolError>>>>,
 }
 
 #[napi]
@@ -697,7 +740,7 @@ impl Creation {
     /// The created task when its creation finished at once (throws if it failed); `null`
     /// while it is still running: `wait()` then.
     #[napi]
-    pub fn take(&self) -> napi::Result<Option<NativeTask>> {
+    pub fn take(&self) -> napi::Result<Option<Either<NativeTask, HttpReply>>> {
         let mut state = self.state.lock();
         match state.take() {
             Some(Finishing::Done(result)) => result.map(Some).map_err(|e| protocol_error(&e)),
@@ -710,7 +753,7 @@ impl Creation {
 
     /// The created task, once the store holds it.
     #[napi]
-    pub async fn wait(&self) -> napi::Result<NativeTask> {
+    pub async fn wait(&self) -> napi::Result<Either<NativeTask, HttpReply>> {
         let state = self.state.lock().take();
         match state {
             Some(finishing) => finishing.wait().await?.map_err(|e| protocol_error(&e)),

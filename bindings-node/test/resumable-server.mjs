@@ -1,7 +1,8 @@
 // A TypeScript server with one resumable tool, for test/resume.test.mjs: `count` counts `steps`
 // steps of `stepMs` each, saving a checkpoint after each, and resumes from it when the server
-// runs it again after a restart; `sleep` is not resumable.
-//   node test/resumable-server.mjs PORT STORE
+// runs it again after a restart; `sleep` is not resumable. With `workers` it is a front-end that
+// only accepts, leaving the work to other such servers (workers) on the same PostgreSQL store.
+//   node test/resumable-server.mjs PORT STORE [local|workers]
 import http from "node:http";
 
 import { McpServer } from "@modelcontextprotocol/server";
@@ -9,9 +10,10 @@ import * as z from "zod";
 
 import { TasksServer, currentTask } from "../dist/server.js";
 
-const [port, store] = [Number(process.argv[2]), process.argv[3] ?? "memory://"];
+const [port, store, execution] = [Number(process.argv[2]), process.argv[3] ?? "memory://", process.argv[4] ?? "local"];
 const tasks = await TasksServer.open({
   store,
+  execution,
   tools: {
     count: { mode: "required", pollIntervalMs: 100, maxAttempts: 3, backoffMs: 200 },
     sleep: { mode: "required", pollIntervalMs: 100 },

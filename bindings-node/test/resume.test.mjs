@@ -1,6 +1,8 @@
 // Resumable tools on the TypeScript server: killed with SIGKILL mid-run, the server restarted on
 // the same SQLite file runs the task again as attempt 2 from its checkpoint, through the SDK as
-// the first call did, while a plain task fails with the clear message.
+// the first call did, while a plain task fails with the clear message; and on PostgreSQL a
+// front-end that only accepts (`execution: "workers"`) with two worker servers, the one running
+// the task killed, the other finishing it.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
@@ -12,9 +14,10 @@ import { describe, test } from "node:test";
 import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
 import { ROOT, freePort } from "./servers.mjs";
 
-async function serve(store, port) {
+async function serve(store, port, execution = "local") {
   const script = join(ROOT, "bindings-node", "test", "resumable-server.mjs");
-  const child = spawn(process.execPath, [script, String(port), store], { stdio: ["ignore", "pipe", "inherit"] });
+  const args = [script, String(port), store, execution];
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     child.on("exit", (code) => reject(new Error(`the server exited with ${code}`)));
     createInterface({ input: child.stdout }).on("line", (line) => {
@@ -78,6 +81,36 @@ describe("a resumable tool on the TypeScript server", () => {
       assert.ok(Number(text.split(" ").at(-1)) >= step(before), text);
     } finally {
       await second.kill();
+    }
+  });
+});
+
+describe("a TypeScript front-end and two TypeScript workers on PostgreSQL", () => {
+  const base = process.env.MCP_TASKS_PG_URL;
+  test("the worker running a task is killed mid-tool, the other finishes it", { skip: base === undefined && "no PostgreSQL (tests/run-all starts one)" }, async () => {
+    const name = `mcp_tasks_ts_workers_${process.pid}`;
+    const psql = spawn("psql", [base, "-q", "-c", `DROP DATABASE IF EXISTS ${name}`, "-c", `CREATE DATABASE ${name}`], { stdio: "inherit" });
+    await new Promise((resolve, reject) => psql.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`psql ${code}`)))));
+    const store = `${base.slice(0, base.lastIndexOf("/"))}/${name}`;
+    const front = await serve(store, await freePort(), "workers");
+    const workers = [await serve(store, await freePort()), await serve(store, await freePort())];
+    try {
+      const counting = (await call(front.url, "tools/call", { name: "count", arguments: { steps: 40, stepMs: 100 } })).taskId;
+      const running = await until(front.url, counting, (t) => step(t) >= 3);
+      const runner = Number(/pid (\d+)\)/.exec(running.statusMessage)[1]);
+      assert.notEqual(runner, front.child.pid, "the front-end runs no tool code");
+      const doomed = workers.find((w) => w.child.pid === runner);
+      assert.ok(doomed, "one of the workers runs it");
+      await doomed.kill();
+      // Its lease (15 s by default) lapses, the other worker's sweep releases the task, and it
+      // claims it.
+      const done = await until(front.url, counting, (t) => t.status !== "working", 60);
+      assert.equal(done.status, "completed", JSON.stringify(done));
+      assert.match(done.result.content[0].text, /^counted to 40 in attempt 2, resumed from step \d+$/);
+    } finally {
+      for (const server of [front, ...workers]) {
+        if (server.child.exitCode === null && server.child.signalCode === null) await server.kill();
+      }
     }
   });
 });

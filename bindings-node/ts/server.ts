@@ -131,6 +131,14 @@ export interface TasksServerOptions {
    * 401.
    */
   principal?: (info: PrincipalInfo) => string | undefined;
+  /**
+   * Where task calls run: `"local"` (the default) runs them here, and also runs again the
+   * resumable tasks a dead process left; `"workers"` makes a front-end that only accepts: each
+   * task is stored with its call and answered, and worker processes run it (a `TasksServer`
+   * with the same tools over the same PostgreSQL store, its `handler(...)` built; it need not
+   * listen). Cancels, input requests and answers cross through the store.
+   */
+  execution?: "local" | "workers";
   /** Tests and shared vectors only: a manual clock starting here (see `advanceClock`). */
   clockStartMs?: number;
   /** Tests and shared vectors only: sequential task ids `{prefix}-1`, `{prefix}-2`, ... */
@@ -330,7 +338,7 @@ export class TasksServer {
     const sdk = createMcpHandler(wrapped, options);
     // Resumable tasks a dead process left run again through this handler's SDK (the first
     // handler's, when there are several).
-    if (!this.#executing) {
+    if (!this.#executing && !this.#native.acceptsOnly) {
       this.#executing = true;
       this.#native.startExecutor((claim) => this.#runClaimed(sdk, claim));
     }
@@ -404,9 +412,8 @@ export class TasksServer {
     }
     const creation = handled.takeCreation();
     if (creation != null) {
-      const task = await mapped(() => creation.wait());
-      this.#run(sdk, task, principal ?? "", incoming);
-      return { reply: task.creationReply };
+      const created = await mapped(() => creation.wait());
+      return { reply: this.#started(sdk, created, principal ?? "", incoming) };
     }
     const reply = handled.reply;
     if (reply != null) {
@@ -455,9 +462,23 @@ export class TasksServer {
     }
     // Durable before the answer: the creation reply is sent only once the store has the task.
     const creation = call.createTask();
-    const task = mappedSync(() => creation.take()) ?? (await mapped(() => creation.wait()));
-    this.#run(sdk, task, principal, incoming);
-    return task.creationReply;
+    const created = mappedSync(() => creation.take()) ?? (await mapped(() => creation.wait()));
+    return this.#started(sdk, created, principal, incoming);
+  }
+
+  /** Runs a created task and answers with its creation, or (a front-end's) answers for the
+   * task enqueued for a worker. */
+  #started(
+    sdk: McpHttpHandler,
+    created: NativeModule.NativeTask | HttpReply,
+    principal: string,
+    incoming: Incoming,
+  ): HttpReply {
+    if (!(created instanceof native.NativeTask)) {
+      return created;
+    }
+    this.#run(sdk, created, principal, incoming);
+    return created.creationReply;
   }
 
   /** Runs a created task's tool in the background, registered so a cancel can stop it. */

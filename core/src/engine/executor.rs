@@ -17,6 +17,21 @@ use super::{Engine, TaskContext};
 use crate::protocol::{StoredCall, TaskEvent, TaskRecord};
 use crate::store::StoreError;
 
+/// Where a server runs the work of the tasks it creates. As JSON (an adapter's option):
+/// `"local"` or `"workers"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    /// In this process, as each task is created (the default).
+    #[default]
+    Local,
+    /// On separate worker processes: the server stores each task with its call
+    /// ([`Engine::enqueue_task`]) and answers; a worker running an [`Executor`] for the same
+    /// tools over the same shared store claims and runs it. Cancels, input requests and answers
+    /// cross through the store.
+    Workers,
+}
+
 /// Runs the work of claimed tasks.
 pub trait Executor: Send + Sync + 'static {
     /// The tools whose tasks this executor runs; the engine claims only tasks of these.

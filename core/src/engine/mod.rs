@@ -21,7 +21,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub use context::{NO_RESULT_MESSAGE, TaskContext, TaskHandle};
-pub use executor::{ClaimedTask, Executor};
+pub use executor::{ClaimedTask, Execution, Executor};
 pub use options::{DEFAULT_STORE, EngineOptions, OpenedEngine};
 pub use serve::Served;
 

@@ -31,6 +31,10 @@ pub struct EngineOptions {
     pub max_live_tasks_per_principal: Option<u64>,
     /// The most live tasks in total (no cap when absent).
     pub max_live_tasks: Option<u64>,
+    /// Where the work of tasks runs: `"local"` (absent) or `"workers"` (a front-end that only
+    /// accepts; the adapter enqueues with [`Engine::enqueue_task`]).
+    #[serde(default)]
+    pub execution: super::Execution,
     /// Tests and shared vectors only: a manual clock starting here, moved by the adapter, and
     /// no background sweeper.
     pub clock_start_ms: Option<u64>,

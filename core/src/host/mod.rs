@@ -25,6 +25,7 @@ use sha2::Digest;
 pub use stdio::STDIO_PRINCIPAL;
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
 
+pub use crate::engine::Execution;
 use crate::engine::{ClaimedTask, Engine, Served, Subscription, TaskContext};
 use crate::protocol::TaskMode;
 use crate::protocol::negotiation::{Dispatch, Envelope};
@@ -45,18 +46,6 @@ pub fn authorization_principal(parts: &Parts) -> Option<String> {
         Some(value) => format!("auth:{}", hex::encode(sha2::Sha256::digest(value.as_bytes()))),
         None => "anonymous".to_owned(),
     })
-}
-
-/// Where a host runs the work of the tasks it creates.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Execution {
-    /// In this process, as each task is created (the default).
-    #[default]
-    Local,
-    /// On separate worker processes: the host stores each task with its call and answers; a
-    /// worker ([`Host::spawn_executor`] on a host with the same tools over the same shared
-    /// store) claims and runs it. Cancels, input requests and answers cross through the store.
-    Workers,
 }
 
 /// Builds a [`Host`].
