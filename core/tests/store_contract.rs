@@ -72,21 +72,22 @@ mod postgres {
     use super::*;
     use mcp_tasks::store::PostgresStore;
 
-    /// A new database per store; `again` is a second worker's connection to the same one.
-    struct Postgres(parking_lot::Mutex<Vec<(usize, String)>>);
+    /// A new database per store; `again` is a second worker's connection to the same one. The
+    /// stores are kept with their URLs: matched by address, a dropped store's address could be
+    /// reused by a later one and name the wrong database.
+    struct Postgres(parking_lot::Mutex<Vec<(Arc<dyn TaskStore>, String)>>);
 
     #[async_trait]
     impl StoreUnderTest for Postgres {
         async fn fresh(&self) -> Arc<dyn TaskStore> {
             let url = common::pg_database().await;
             let store: Arc<dyn TaskStore> = Arc::new(PostgresStore::connect(&url).await.unwrap());
-            self.0.lock().push((Arc::as_ptr(&store).cast::<()>() as usize, url));
+            self.0.lock().push((Arc::clone(&store), url));
             store
         }
 
         async fn again(&self, store: Arc<dyn TaskStore>) -> Option<Arc<dyn TaskStore>> {
-            let key = Arc::as_ptr(&store).cast::<()>() as usize;
-            let url = self.0.lock().iter().find(|(k, _)| *k == key).map(|(_, url)| url.clone())?;
+            let url = self.0.lock().iter().find(|(kept, _)| Arc::ptr_eq(kept, &store)).map(|(_, url)| url.clone())?;
             Some(Arc::new(PostgresStore::connect(&url).await.unwrap()))
         }
     }

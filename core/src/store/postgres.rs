@@ -302,7 +302,7 @@ impl TaskStore for PostgresStore {
     async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(INSERT).await.map_err(backend)?;
-        let inserted = client.execute(&statement, &insert_params(task).as_params()).await;
+        let inserted = client.execute(&statement, &row(task).insert()).await;
         match inserted {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -341,7 +341,7 @@ impl TaskStore for PostgresStore {
         if let Some((scope, limit)) = quota.reached(count(own), total) {
             return Err(StoreError::QuotaExceeded { scope, limit });
         }
-        let inserted = tx.execute(INSERT, &insert_params(task).as_params()).await;
+        let inserted = tx.execute(INSERT, &row(task).insert()).await;
         match inserted {
             Ok(_) => tx.commit().await.map_err(backend),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -361,7 +361,7 @@ impl TaskStore for PostgresStore {
     async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(UPDATE).await.map_err(backend)?;
-        let changed = client.execute(&statement, &update_params(task, expected_version).as_params()).await;
+        let changed = client.execute(&statement, &row(task).update(&int(expected_version))).await;
         Ok(if changed.map_err(backend)? == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict })
     }
 
@@ -457,13 +457,13 @@ impl TaskStore for PostgresStore {
             .await
             .map_err(backend)?;
         let mut claimed = Vec::new();
-        for row in &rows {
-            let task = decode(row.get::<_, &str>(0), row.get::<_, &[u8]>(1))?;
+        for found in &rows {
+            let task = decode(found.get::<_, &str>(0), found.get::<_, &[u8]>(1))?;
             let Some(next) = claim(&task) else { continue };
             let next = Arc::new(next);
             // The row is locked, so the version cannot have moved; the condition still guards
             // against a row changed by a writer that does not lock.
-            if tx.execute(UPDATE, &update_params(&next, task.version).as_params()).await.map_err(backend)? == 1 {
+            if tx.execute(UPDATE, &row(&next).update(&int(task.version))).await.map_err(backend)? == 1 {
                 claimed.push(next);
             }
         }
@@ -511,8 +511,8 @@ impl TaskStore for PostgresStore {
     }
 }
 
-/// The values of [`INSERT`] for `task`.
-struct InsertParams<'a> {
+/// The column values of `task`'s row, for [`INSERT`] and [`UPDATE`].
+struct Row<'a> {
     task: &'a TaskRecord,
     status: &'static str,
     expires: Option<i64>,
@@ -521,8 +521,8 @@ struct InsertParams<'a> {
     runnable_at: Option<i64>,
 }
 
-fn insert_params(task: &TaskRecord) -> InsertParams<'_> {
-    InsertParams {
+fn row(task: &TaskRecord) -> Row<'_> {
+    Row {
         task,
         status: task.status.as_str(),
         expires: task.expires_at_ms().map(int),
@@ -532,56 +532,26 @@ fn insert_params(task: &TaskRecord) -> InsertParams<'_> {
     }
 }
 
-impl InsertParams<'_> {
-    fn as_params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 9] {
+impl<'a> Row<'a> {
+    /// The values of [`INSERT`].
+    fn insert(&'a self) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 9] {
+        let task = self.task;
         [
-            &self.task.id,
-            &self.task.principal,
-            &self.task.owner,
+            &task.id,
+            &task.principal,
+            &task.owner,
             &self.status,
             &self.expires,
             &self.version,
             &self.body,
             &self.runnable_at,
-            &self.task.tool,
+            &task.tool,
         ]
     }
-}
 
-/// The values of [`UPDATE`] for `task` over `expected_version`.
-struct UpdateParams<'a> {
-    task: &'a TaskRecord,
-    status: &'static str,
-    expires: Option<i64>,
-    version: i64,
-    body: Vec<u8>,
-    runnable_at: Option<i64>,
-    expected: i64,
-}
-
-fn update_params(task: &TaskRecord, expected_version: u64) -> UpdateParams<'_> {
-    UpdateParams {
-        task,
-        status: task.status.as_str(),
-        expires: task.expires_at_ms().map(int),
-        version: int(task.version),
-        body: encode(task),
-        runnable_at: task.runnable_at_ms.map(int),
-        expected: int(expected_version),
-    }
-}
-
-impl UpdateParams<'_> {
-    fn as_params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 8] {
-        [
-            &self.task.id,
-            &self.status,
-            &self.expires,
-            &self.version,
-            &self.body,
-            &self.task.owner,
-            &self.runnable_at,
-            &self.expected,
-        ]
+    /// The values of [`UPDATE`] over `expected` (the version the row must still have).
+    fn update(&'a self, expected: &'a i64) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 8] {
+        let task = self.task;
+        [&task.id, &self.status, &self.expires, &self.version, &self.body, &task.owner, &self.runnable_at, expected]
     }
 }
