@@ -80,11 +80,13 @@ pub struct TaskRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Resume>,
     /// The call to run again (resumable tasks, and tasks that wait for a separate worker).
+    /// Boxed, as the checkpoint: most tasks have neither, and every running task's record is
+    /// in memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call: Option<StoredCall>,
+    pub call: Option<Box<StoredCall>>,
     /// The last checkpoint the work saved, handed to the next attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<Value>,
+    pub checkpoint: Option<Box<Value>>,
     /// While no worker runs the task: the time (Unix ms) from which one may claim it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runnable_at_ms: Option<u64>,
@@ -424,10 +426,10 @@ impl TaskRecord {
                 }
             }
             TaskEvent::Checkpoint(value) => {
-                if self.checkpoint.as_ref() == Some(&value) {
+                if self.checkpoint.as_deref() == Some(&value) {
                     applied.changed = false;
                 } else {
-                    self.checkpoint = Some(value);
+                    self.checkpoint = Some(Box::new(value));
                 }
             }
             TaskEvent::Claim { owner } => {
@@ -601,7 +603,7 @@ mod tests {
     fn resumable(max_attempts: u32) -> TaskRecord {
         let mut task = record();
         task.resume = Some(Resume { max_attempts, backoff_ms: 100 });
-        task.call = Some(StoredCall::default());
+        task.call = Some(Box::default());
         task
     }
 
@@ -618,7 +620,7 @@ mod tests {
         assert_eq!(task.apply(2099, TaskEvent::Claim { owner: "w2".into() }), Err(TransitionError::NotRunnable));
         task.apply(2100, TaskEvent::Claim { owner: "w2".into() }).unwrap();
         assert_eq!((task.attempt, task.owner.as_str(), task.is_waiting()), (2, "w2", false));
-        assert_eq!(task.checkpoint, Some(json!({"step": 4})));
+        assert_eq!(task.checkpoint.as_deref(), Some(&json!({"step": 4})));
         assert_eq!(task.status_message.as_deref(), Some("Resumed: attempt 2 of 3"));
         // An assigned task cannot be claimed again: two workers never run one attempt.
         assert_eq!(task.apply(9000, TaskEvent::Claim { owner: "w3".into() }), Err(TransitionError::NotRunnable));

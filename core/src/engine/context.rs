@@ -128,7 +128,7 @@ impl TaskHandle {
     /// The last checkpoint saved with [`TaskHandle::checkpoint`], by this attempt or an earlier
     /// one; `None` when none was saved.
     pub fn saved_checkpoint(&self) -> Option<Value> {
-        self.live.committed.read().checkpoint.clone()
+        self.live.committed.read().checkpoint.as_deref().cloned()
     }
 
     /// Saves `value` with the task (durably, as every task write), for a later attempt to

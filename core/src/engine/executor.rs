@@ -119,9 +119,9 @@ impl Engine {
             context: TaskContext::new(self.clone(), live),
             tool: record.tool.clone(),
             principal: record.principal.clone(),
-            call: record.call.clone().unwrap_or_default(),
+            call: record.call.as_deref().cloned().unwrap_or_default(),
             attempt: record.attempt,
-            checkpoint: record.checkpoint.clone(),
+            checkpoint: record.checkpoint.as_deref().cloned(),
         }
     }
 

@@ -581,7 +581,7 @@ impl Engine {
         let mut record = self.new_record(principal, tool, options);
         if let (Some(resume), Some(call)) = (options.resume, call) {
             record.resume = Some(resume);
-            record.call = Some(call);
+            record.call = Some(Box::new(call));
         }
         let record = Arc::new(record);
         self.insert_new(&record).await?;
@@ -607,7 +607,7 @@ impl Engine {
         record.attempt = 0;
         record.runnable_at_ms = Some(record.created_at_ms);
         record.resume = options.resume;
-        record.call = Some(call);
+        record.call = Some(Box::new(call));
         let record = Arc::new(record);
         self.insert_new(&record).await?;
         // Not live here: the store answers for it until a worker claims it. On a store only
