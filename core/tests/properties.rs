@@ -6,7 +6,11 @@
 //!   reads as not-found after that;
 //! - another principal never sees a task;
 //! - every answer reaches the waiting work exactly once, and the status always agrees with the
-//!   model (expiry and restart included).
+//!   model (expiry and restart included);
+//! - a resumable task survives a restart (SQLite) as its next attempt, claimed exactly once,
+//!   until its last allowed attempt dies with it; its open questions stay open, answers given
+//!   while no work held it reach the next attempt when it asks again, and an expired one is
+//!   never claimed.
 //!
 //! `PROPTEST_CASES` sets the number of cases (64 by default here, for CI);
 //! `tests/properties/run` runs 100,000.
@@ -18,8 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::clock::ManualClock;
-use mcp_tasks::engine::{EngineConfig, TaskContext, TaskOptions};
-use mcp_tasks::protocol::{RpcError, TaskStatus};
+use mcp_tasks::engine::{ClaimedTask, EngineConfig, Executor, TaskContext, TaskOptions};
+use mcp_tasks::protocol::{Resume, RpcError, StoredCall, TaskStatus};
 use mcp_tasks::store::{MemoryStore, SqliteStore, TaskStore};
 use mcp_tasks::{Engine, EngineError};
 use proptest::prelude::*;
@@ -31,7 +35,7 @@ const PRINCIPALS: [&str; 2] = ["alice", "bob"];
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create { principal: usize, ttl_ms: Option<u64> },
+    Create { principal: usize, ttl_ms: Option<u64>, resumable: bool },
     Status { task: usize },
     Ask { task: usize },
     Answer { task: usize, principal: usize },
@@ -45,8 +49,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0..2usize, prop_oneof![Just(None), (500..6_000u64).prop_map(Some)])
-            .prop_map(|(principal, ttl_ms)| Op::Create { principal, ttl_ms }),
+        3 => (0..2usize, prop_oneof![Just(None), (500..6_000u64).prop_map(Some)], proptest::bool::weighted(0.4))
+            .prop_map(|(principal, ttl_ms, resumable)| Op::Create { principal, ttl_ms, resumable }),
         1 => (0..8usize).prop_map(|task| Op::Status { task }),
         2 => (0..8usize).prop_map(|task| Op::Ask { task }),
         2 => (0..8usize, 0..2usize).prop_map(|(task, principal)| Op::Answer { task, principal }),
@@ -66,14 +70,37 @@ struct Model {
     expires_at: Option<u64>,
     /// `None` while it runs; the status and the exact read once terminal.
     frozen: Option<(TaskStatus, Value)>,
-    /// Whether the work waits for input, and the keys asked.
+    /// The keys asked and not answered yet (the task is `input_required` while there are any).
     asked: Vec<String>,
+    /// Keys answered while no work waited for them (after a restart), not delivered yet.
+    answered: Vec<String>,
+    /// Keys an earlier attempt issued that the next one asks again.
+    reissuable: Vec<String>,
     /// The work side: finishing consumes it.
     ctx: Option<TaskContext>,
-    /// The work waiting for its answers.
-    waiting: Option<tokio::task::JoinHandle<Result<Map<String, Value>, EngineError>>>,
+    /// The work waiting for its answers, and the keys it waits for.
+    waiting: Option<(tokio::task::JoinHandle<Result<Map<String, Value>, EngineError>>, Vec<String>)>,
     /// Keys whose answer reached the work.
     delivered: HashSet<String>,
+    /// Resumable: a restart starts its next attempt (of at most [`MAX_ATTEMPTS`]).
+    resumable: bool,
+    /// The attempt its work runs.
+    attempt: u32,
+}
+
+const MAX_ATTEMPTS: u32 = 3;
+
+/// An executor that collects what a claim hands it.
+struct Collect(parking_lot::Mutex<Vec<ClaimedTask>>);
+
+impl Executor for Collect {
+    fn tools(&self) -> Vec<String> {
+        vec!["job".to_owned()]
+    }
+
+    fn execute(&self, task: ClaimedTask) {
+        self.0.lock().push(task);
+    }
 }
 
 struct Harness {
@@ -124,18 +151,25 @@ impl Harness {
 
     async fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
         match op.clone() {
-            Op::Create { principal, ttl_ms } => {
-                let options = TaskOptions { ttl_ms: Some(ttl_ms), poll_interval_ms: None, ..TaskOptions::default() };
-                let (created, ctx) = self.engine.create_task(PRINCIPALS[principal], "job", options).await.unwrap();
+            Op::Create { principal, ttl_ms, resumable } => {
+                let resume = resumable.then_some(Resume { max_attempts: MAX_ATTEMPTS, backoff_ms: 0 });
+                let options = TaskOptions { ttl_ms: Some(ttl_ms), poll_interval_ms: None, resume };
+                let call = resumable.then(StoredCall::default);
+                let (created, ctx) =
+                    self.engine.create_task_for(PRINCIPALS[principal], "job", options, call).await.unwrap();
                 self.tasks.push(Model {
                     id: created.task.task_id.clone(),
                     principal,
                     expires_at: ttl_ms.map(|ttl| self.now() + ttl),
                     frozen: None,
                     asked: Vec::new(),
+                    answered: Vec::new(),
+                    reissuable: Vec::new(),
                     ctx: Some(ctx),
                     waiting: None,
                     delivered: HashSet::new(),
+                    resumable,
+                    attempt: 1,
                 });
             }
             Op::Status { task } => {
@@ -151,24 +185,46 @@ impl Harness {
                 if t.frozen.is_some() || t.waiting.is_some() || t.ctx.is_none() {
                     return Ok(());
                 }
-                self.next_key += 1;
-                let key = format!("k{}", self.next_key);
-                let mut ask = Map::new();
-                ask.insert(key.clone(), json!({"method": "elicitation/create", "params": {"message": "?"}}));
+                // A later attempt asks its earlier questions again first; otherwise a new one.
+                let keys: Vec<String> = if t.reissuable.is_empty() {
+                    self.next_key += 1;
+                    vec![format!("k{}", self.next_key)]
+                } else {
+                    t.reissuable.clone()
+                };
+                let ask: Map<String, Value> = keys
+                    .iter()
+                    .map(|k| (k.clone(), json!({"method": "elicitation/create", "params": {"message": "?"}})))
+                    .collect();
                 let handle = t.ctx.as_ref().unwrap().handle();
                 let waiting = tokio::spawn(async move { handle.request_input(ask).await });
+                let (principal, id) = (PRINCIPALS[t.principal], t.id.clone());
+                let t = &mut self.tasks[i];
+                t.reissuable.clear();
+                for key in &keys {
+                    if !t.asked.contains(key) && !t.answered.contains(key) {
+                        t.asked.push(key.clone());
+                    }
+                }
+                if t.asked.is_empty() {
+                    // Every key was answered while no work held the task: no question goes out,
+                    // the answers come at once.
+                    let got = tokio::time::timeout(Duration::from_secs(10), waiting)
+                        .await
+                        .expect("answers given meanwhile reach the next attempt at once")
+                        .unwrap()
+                        .map_err(|e| TestCaseError::fail(format!("asking again gave {e:?}")))?;
+                    self.delivered(i, &got, &keys)?;
+                    return Ok(());
+                }
                 // The request is committed before the work waits: wait until the engine shows it.
-                let principal = PRINCIPALS[t.principal];
-                let id = t.id.clone();
                 for _ in 0..1_000 {
                     match self.engine.get(principal, &id).await {
                         Ok(task) if task.task.status == TaskStatus::InputRequired => break,
                         _ => tokio::task::yield_now().await,
                     }
                 }
-                let t = &mut self.tasks[i];
-                t.asked.push(key);
-                t.waiting = Some(waiting);
+                self.tasks[i].waiting = Some((waiting, keys));
             }
             Op::Answer { task, principal } => {
                 let Some(i) = self.pick(task) else { return Ok(()) };
@@ -186,18 +242,16 @@ impl Harness {
                     return Ok(());
                 }
                 prop_assert!(result.is_ok(), "an answer to a running task failed: {result:?}");
-                if let Some(waiting) = self.tasks[i].waiting.take() {
+                let t = &mut self.tasks[i];
+                let asked: Vec<String> = t.asked.drain(..).collect();
+                t.answered.extend(asked);
+                if let Some((waiting, keys)) = self.tasks[i].waiting.take() {
                     let got = tokio::time::timeout(Duration::from_secs(10), waiting)
                         .await
                         .expect("the answers reach the work within 10 s")
                         .unwrap();
                     let got = got.map_err(|e| TestCaseError::fail(format!("the waiting work got {e:?}")))?;
-                    let t = &mut self.tasks[i];
-                    for key in got.keys() {
-                        prop_assert!(t.delivered.insert(key.clone()), "answer {key} delivered twice");
-                    }
-                    prop_assert_eq!(got.len(), t.asked.len(), "every asked key is answered");
-                    t.asked.clear();
+                    self.delivered(i, &got, &keys)?;
                 }
             }
             Op::Complete { task } | Op::Fail { task } => {
@@ -218,7 +272,7 @@ impl Harness {
                         if matches!(op, Op::Complete { .. }) { TaskStatus::Completed } else { TaskStatus::Failed };
                     self.tasks[i].frozen = Some((status, Value::Null));
                 }
-                if let Some(waiting) = self.tasks[i].waiting.take() {
+                if let Some((waiting, _)) = self.tasks[i].waiting.take() {
                     waiting.abort();
                 }
             }
@@ -263,7 +317,7 @@ impl Harness {
                 // new engine reopens the file.
                 sqlite.close();
                 for t in &mut self.tasks {
-                    if let Some(waiting) = t.waiting.take() {
+                    if let Some((waiting, _)) = t.waiting.take() {
                         waiting.abort();
                     }
                     drop(t.ctx.take());
@@ -274,15 +328,51 @@ impl Harness {
                 self.engine = common::test_engine(reopened.clone(), self.clock.clone(), &prefix, config()).await;
                 self.store = reopened.clone();
                 self.sqlite_store = Some(reopened);
+                let now = self.now();
+                let mut resumed = HashSet::new();
                 for t in &mut self.tasks {
-                    t.asked.clear();
-                    if t.frozen.is_none() {
-                        // Failed as abandoned, or expired if its TTL had passed: failed either way.
+                    if t.frozen.is_some() {
+                        continue;
+                    }
+                    if t.resumable && t.attempt < MAX_ATTEMPTS {
+                        // It waits for its next attempt; its questions stay as they were.
+                        t.reissuable = t.asked.iter().chain(&t.answered).cloned().collect();
+                        if t.expires_at.is_none_or(|at| now < at) {
+                            resumed.insert(t.id.clone());
+                        }
+                    } else {
+                        // Failed as abandoned (or its attempts used up), or expired if its TTL had
+                        // passed: failed either way.
+                        t.asked.clear();
                         t.frozen = Some((TaskStatus::Failed, Value::Null));
                     }
                 }
+                let collect = Collect(parking_lot::Mutex::new(Vec::new()));
+                let claimed = self.engine.claim_for(&collect).await.unwrap();
+                prop_assert_eq!(claimed, resumed.len(), "every resumable task not expired is claimed");
+                for task in collect.0.into_inner() {
+                    let id = task.context.task_id().to_owned();
+                    prop_assert!(resumed.remove(&id), "{} claimed without being resumable, or twice", id);
+                    let t = self.tasks.iter_mut().find(|t| t.id == id).unwrap();
+                    prop_assert_eq!(task.attempt, t.attempt + 1, "the next attempt");
+                    t.attempt = task.attempt;
+                    t.ctx = Some(task.context);
+                }
+                prop_assert_eq!(self.engine.claim_for(&Collect(parking_lot::Mutex::new(Vec::new()))).await.unwrap(), 0);
             }
         }
+        Ok(())
+    }
+
+    /// The answers `got` reached the work that waited for `keys`: each exactly once.
+    fn delivered(&mut self, i: usize, got: &Map<String, Value>, keys: &[String]) -> Result<(), TestCaseError> {
+        let t = &mut self.tasks[i];
+        prop_assert_eq!(got.len(), keys.len(), "every key asked is answered");
+        for key in got.keys() {
+            prop_assert!(keys.contains(key), "answer {} was not asked for", key);
+            prop_assert!(t.delivered.insert(key.clone()), "answer {} delivered twice", key);
+        }
+        t.answered.retain(|k| !got.contains_key(k));
         Ok(())
     }
 
@@ -308,11 +398,7 @@ impl Harness {
             let t = &mut self.tasks[i];
             match &mut t.frozen {
                 None => {
-                    let expected = if t.waiting.is_some() && !t.asked.is_empty() {
-                        TaskStatus::InputRequired
-                    } else {
-                        TaskStatus::Working
-                    };
+                    let expected = if t.asked.is_empty() { TaskStatus::Working } else { TaskStatus::InputRequired };
                     prop_assert_eq!(read.task.status, expected, "{} status: {}", t.id, value);
                 }
                 Some((status, snapshot)) => {

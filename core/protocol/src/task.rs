@@ -294,9 +294,10 @@ impl TaskRecord {
         self.runnable_at_ms.is_some()
     }
 
-    /// True when a worker may claim it at `now_ms`: unfinished, waiting, its backoff over.
+    /// True when a worker may claim it at `now_ms`: unfinished, waiting, its backoff over, and
+    /// its TTL not ended (an expired task is for the sweeper to fail, not for a worker to run).
     pub fn is_runnable(&self, now_ms: u64) -> bool {
-        !self.status.is_terminal() && self.runnable_at_ms.is_some_and(|at| now_ms >= at)
+        !self.status.is_terminal() && self.runnable_at_ms.is_some_and(|at| now_ms >= at) && !self.is_expired(now_ms)
     }
 
     /// When the TTL ends (Unix ms), or `None` for an unlimited task.
@@ -645,6 +646,15 @@ mod tests {
         plain.apply(2000, TaskEvent::Abandon("the process stopped".into())).unwrap();
         assert_eq!(plain.status, TaskStatus::Failed);
         assert_eq!(plain.error.unwrap().data.unwrap()["reason"], "server_restarted");
+    }
+
+    #[test]
+    fn an_expired_task_is_not_claimed() {
+        let mut task = resumable(3);
+        task.apply(2000, TaskEvent::Abandon("gone".into())).unwrap();
+        let end = task.expires_at_ms().unwrap();
+        assert!(task.is_runnable(end - 1));
+        assert_eq!(task.apply(end, TaskEvent::Claim { owner: "w".into() }), Err(TransitionError::NotRunnable));
     }
 
     #[test]

@@ -451,6 +451,7 @@ impl TaskStore for PostgresStore {
             .query(
                 "SELECT id, body FROM mcp_tasks WHERE runnable_at IS NOT NULL AND runnable_at <= $1 \
                  AND status IN ('working', 'input_required') AND tool = ANY($2) \
+                 AND (expires_at IS NULL OR expires_at > $1) \
                  ORDER BY runnable_at LIMIT $3 FOR UPDATE SKIP LOCKED",
                 &[&int(now_ms), &tools, &int(limit as u64)],
             )
