@@ -78,7 +78,9 @@ impl Engine {
     /// is runnable now, and hands each to it. Returns how many it claimed.
     pub async fn claim_for(&self, executor: &dyn Executor) -> Result<usize, StoreError> {
         let tools = executor.tools();
-        if tools.is_empty() {
+        // On a store only this engine writes, every waiting task is one it knows of (enqueued
+        // here, or released at start-up): with none, there is nothing to ask the store.
+        if tools.is_empty() || (!self.inner.store.shared() && self.inner.live.lock().waiting.is_empty()) {
             return Ok(0);
         }
         let owner = self.inner.owner.clone();
