@@ -14,6 +14,8 @@ const [port, store, execution] = [Number(process.argv[2]), process.argv[3] ?? "m
 const tasks = await TasksServer.open({
   store,
   execution,
+  // A dead worker's task moves on within a second or two, not 15 s.
+  workerLeaseMs: 1000,
   tools: {
     count: { mode: "required", pollIntervalMs: 100, maxAttempts: 3, backoffMs: 200 },
     sleep: { mode: "required", pollIntervalMs: 100 },

@@ -102,8 +102,8 @@ describe("a TypeScript front-end and two TypeScript workers on PostgreSQL", () =
       const doomed = workers.find((w) => w.child.pid === runner);
       assert.ok(doomed, "one of the workers runs it");
       await doomed.kill();
-      // Its lease (15 s by default) lapses, the other worker's sweep releases the task, and it
-      // claims it.
+      // Its lease (1 s here) lapses, the other worker's sweep releases the task, and it claims
+      // it.
       const done = await until(front.url, counting, (t) => t.status !== "working", 60);
       assert.equal(done.status, "completed", JSON.stringify(done));
       assert.match(done.result.content[0].text, /^counted to 40 in attempt 2, resumed from step \d+$/);

@@ -120,6 +120,9 @@ export interface TasksServerOptions {
   maxLiveTasksPerPrincipal?: number;
   /** The most live tasks of all callers together (`data.reason` `server_quota`); no cap by default. */
   maxLiveTasks?: number;
+  /** On PostgreSQL: how long this worker's lease lasts (ms; core's default is 15 s), so how long
+   * after it dies its tasks are failed, or resumed by another worker. */
+  workerLeaseMs?: number;
   /** The largest request body read (bytes); a larger one is answered 413 before parsing. */
   maxBodyBytes?: number;
   /** The key sealing MRTR `requestState`: random per process by default; give every process

@@ -192,8 +192,9 @@ impl PyEngine {
     /// `id_prefix` sequential ids `{prefix}-1`, `{prefix}-2`, …: both exist so tests and the
     /// shared vectors get predictable bytes. `max_live_tasks_per_principal` and `max_live_tasks`
     /// cap the live tasks (core's `EngineConfig`; a create beyond raises `QuotaExceededError`).
+    /// `worker_lease_ms` is how long a worker's lease on a shared store lasts.
     #[new]
-    #[pyo3(signature = (store, default_ttl_ms = None, default_poll_interval_ms = None, purge_grace_ms = None, *, unlimited_ttl = false, clock_start_ms = None, id_prefix = None, max_live_tasks_per_principal = None, max_live_tasks = None))]
+    #[pyo3(signature = (store, default_ttl_ms = None, default_poll_interval_ms = None, purge_grace_ms = None, *, unlimited_ttl = false, clock_start_ms = None, id_prefix = None, max_live_tasks_per_principal = None, max_live_tasks = None, worker_lease_ms = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn new(
         py: Python<'_>,
@@ -206,9 +207,11 @@ impl PyEngine {
         id_prefix: Option<String>,
         max_live_tasks_per_principal: Option<u64>,
         max_live_tasks: Option<u64>,
+        worker_lease_ms: Option<u64>,
     ) -> PyResult<Self> {
         let defaults = EngineConfig::default();
         let config = EngineConfig {
+            worker_lease: worker_lease_ms.map_or(defaults.worker_lease, std::time::Duration::from_millis),
             default_ttl_ms: if unlimited_ttl { None } else { default_ttl_ms.or(defaults.default_ttl_ms) },
             default_poll_interval_ms: default_poll_interval_ms.unwrap_or(defaults.default_poll_interval_ms),
             purge_grace_ms: purge_grace_ms.unwrap_or(defaults.purge_grace_ms),

@@ -139,8 +139,8 @@ def test_a_front_end_and_two_worker_processes_one_killed_mid_tool(procs: Procs) 
     assert runner != front.pid, "the front-end runs no tool code"
     doomed = next(w for w in workers if w.pid == runner)
     kill(doomed)
-    # The worker's lease (15 s by default) lapses, another worker's sweep releases the task,
-    # and the survivor claims it.
+    # The worker's lease (1 s here) lapses, another worker's sweep releases the task, and the
+    # survivor claims it.
     done = until(url, counting, lambda t: t["status"] != "working", seconds=60)
     assert done["status"] == "completed", done
     text = done["result"]["content"][0]["text"]

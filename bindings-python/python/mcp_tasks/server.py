@@ -243,7 +243,8 @@ class TasksExtension(Extension):
     front-end: task calls are stored with their arguments and answered, and worker processes
     (:meth:`serve_worker`, ``python -m mcp_tasks worker module:server``) on the same PostgreSQL
     store run them; with ``"local"`` (the default) this process runs them, and also resumes
-    resumable tasks a dead process left.
+    resumable tasks a dead process left. ``worker_lease_ms`` (core's default, 15 s, when
+    ``None``) is how long after a worker on PostgreSQL dies its tasks are failed or resumed.
     """
 
     identifier = "io.modelcontextprotocol/tasks"
@@ -261,6 +262,7 @@ class TasksExtension(Extension):
         max_live_tasks_per_principal: int | None = None,
         max_live_tasks: int | None = None,
         execution: Execution = "local",
+        worker_lease_ms: int | None = None,
     ) -> None:
         self._engine = engine or _native.Engine(
             store,
@@ -269,6 +271,7 @@ class TasksExtension(Extension):
             default_poll_interval_ms=default_poll_interval_ms,
             max_live_tasks_per_principal=max_live_tasks_per_principal,
             max_live_tasks=max_live_tasks,
+            worker_lease_ms=worker_lease_ms,
         )
         # Every protocol decision (envelope, headers, mode, routing, errors, listen frames) is the
         # core dispatcher's; this class adapts it to mcp.

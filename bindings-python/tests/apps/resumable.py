@@ -25,6 +25,8 @@ tasks = TasksExtension(
         "sleep": TaskConfig("required", poll_interval_ms=100),
     },
     execution="workers" if os.environ.get("MCP_TASKS_EXECUTION") == "workers" else "local",
+    # A dead worker's task moves on within a second or two, not 15 s.
+    worker_lease_ms=1000,
 )
 server = MCPServer("mcp-tasks-resumable", extensions=[tasks])
 tasks.install(server)

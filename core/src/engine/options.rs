@@ -31,6 +31,9 @@ pub struct EngineOptions {
     pub max_live_tasks_per_principal: Option<u64>,
     /// The most live tasks in total (no cap when absent).
     pub max_live_tasks: Option<u64>,
+    /// On a shared store: how long this worker's lease lasts (ms); its tasks are failed, or
+    /// resumed elsewhere, that long after it dies.
+    pub worker_lease_ms: Option<u64>,
     /// Where the work of tasks runs: `"local"` (absent) or `"workers"` (a front-end that only
     /// accepts; the adapter enqueues with [`Engine::enqueue_task`]).
     #[serde(default)]
@@ -65,6 +68,7 @@ impl EngineOptions {
             purge_grace_ms: self.purge_grace_ms.unwrap_or(defaults.purge_grace_ms),
             max_live_tasks_per_principal: self.max_live_tasks_per_principal.or(defaults.max_live_tasks_per_principal),
             max_live_tasks: self.max_live_tasks.or(defaults.max_live_tasks),
+            worker_lease: self.worker_lease_ms.map_or(defaults.worker_lease, std::time::Duration::from_millis),
             ..defaults
         }
     }
