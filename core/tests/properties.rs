@@ -63,6 +63,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The work's `request_input`, running.
+type Asking = tokio::task::JoinHandle<Result<Map<String, Value>, EngineError>>;
+
 /// What the model knows of one task.
 struct Model {
     id: String,
@@ -79,7 +82,7 @@ struct Model {
     /// The work side: finishing consumes it.
     ctx: Option<TaskContext>,
     /// The work waiting for its answers, and the keys it waits for.
-    waiting: Option<(tokio::task::JoinHandle<Result<Map<String, Value>, EngineError>>, Vec<String>)>,
+    waiting: Option<(Asking, Vec<String>)>,
     /// Keys whose answer reached the work.
     delivered: HashSet<String>,
     /// Resumable: a restart starts its next attempt (of at most [`MAX_ATTEMPTS`]).
