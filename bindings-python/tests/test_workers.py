@@ -152,3 +152,21 @@ def psql_create(base: str, name: str) -> None:
     """Creates database ``name`` on the server at ``base`` (psql comes with Debian's postgresql,
     which tests/pg/start installs; the workers create the tables)."""
     subprocess.run(["psql", base, "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("apps.resumable", "is not MODULE:ATTRIBUTE"),
+        ("apps.absent:server", "cannot import 'apps.absent'"),
+        ("apps.resumable:nothing", "has no attribute 'nothing'"),
+        ("apps.resumable:tasks", "is not an MCPServer with a TasksExtension"),
+    ],
+)
+def test_the_worker_command_names_what_it_cannot_run(target: str, says: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_tasks", "worker", target], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode != 0
+    assert says in done.stderr, done.stderr

@@ -22,13 +22,20 @@ WORKER_USAGE = "usage: python -m mcp_tasks worker MODULE:ATTRIBUTE  (an MCPServe
 
 
 def _load(target: str) -> Any:
+    """The MCPServer ``MODULE:ATTRIBUTE`` names (an attribute, or a function returning one)."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise SystemExit(f"{WORKER_USAGE}\n{target!r} is not MODULE:ATTRIBUTE")
     sys.path.insert(0, os.getcwd())
-    server = importlib.import_module(module_name)
+    try:
+        server = importlib.import_module(module_name)
+    except ImportError as e:
+        raise SystemExit(f"cannot import {module_name!r}: {e}") from None
     for part in attribute.split("."):
-        server = getattr(server, part)
+        try:
+            server = getattr(server, part)
+        except AttributeError:
+            raise SystemExit(f"{module_name!r} has no attribute {attribute!r}") from None
     return server() if callable(server) and not hasattr(server, "_extensions") else server
 
 
