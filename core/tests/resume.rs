@@ -203,6 +203,41 @@ async fn a_later_attempt_asking_the_same_question_gets_the_answer_given_meanwhil
 }
 
 #[tokio::test]
+async fn an_attempt_whose_context_is_dropped_unfinished_runs_again_and_a_plain_task_fails() {
+    let (_dir, p) = process().await;
+    let (job, work) = p.engine.create_task_for("alice", "report", resumable(2), Some(call(json!({})))).await.unwrap();
+    let job = job.task.task_id;
+    let (plain, plain_work) = p.engine.create_task("alice", "build", TaskOptions::default()).await.unwrap();
+    let plain = plain.task.task_id;
+    let (executor, mut claimed) = collector(&["report", "build"]);
+    let runner = p.engine.spawn_executor(executor);
+    // A stopping runtime drops the work's future (and its context) without finishing it.
+    drop((work, plain_work));
+    while !p.engine.store().get(&job).await.unwrap().unwrap().is_waiting() {
+        tokio::task::yield_now().await;
+    }
+    p.clock.advance(100);
+    let again = tokio::time::timeout(std::time::Duration::from_secs(10), claimed.recv()).await.unwrap().unwrap();
+    assert_eq!((again.context.task_id(), again.attempt), (job.as_str(), 2));
+    let failed = p.engine.get("alice", &plain).await.unwrap();
+    assert_eq!(failed.task.status, TaskStatus::Failed);
+    assert_eq!(failed.error.unwrap().message, mcp_tasks::engine::NO_RESULT_MESSAGE);
+    // The last attempt dropped too: the attempts are used up.
+    drop(again);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let done = loop {
+        let got = p.engine.get("alice", &job).await.unwrap();
+        if got.task.status != TaskStatus::Working {
+            break got;
+        }
+        assert!(std::time::Instant::now() < deadline, "never failed");
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(done.error.unwrap().data.unwrap()["reason"], ATTEMPTS_EXHAUSTED);
+    runner.abort();
+}
+
+#[tokio::test]
 async fn one_process_both_accepts_and_runs_tasks_enqueued_for_a_worker() {
     let (_dir, p) = process().await;
     let config = EngineConfig { max_live_tasks_per_principal: Some(1), ..EngineConfig::default() };

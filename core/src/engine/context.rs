@@ -12,7 +12,8 @@ use crate::protocol::{InputRequests, InputResponses, RpcError, TaskEvent, TaskSt
 
 /// The work's handle on its task. Finish it with [`TaskContext::complete`] or
 /// [`TaskContext::fail`]; dropping it unfinished fails the task with -32603, so a panicking or
-/// forgotten work never leaves a task `working` forever. Derefs to [`TaskHandle`].
+/// forgotten work never leaves a task `working` forever (a resumable task waits for its next
+/// attempt instead, as when its process dies). Derefs to [`TaskHandle`].
 pub struct TaskContext {
     handle: TaskHandle,
     finished: bool,
@@ -170,11 +171,23 @@ impl Drop for TaskContext {
                 return;
             }
         }
+        // A resumable task's attempt was cut short (its future dropped: the process is stopping,
+        // or the work forgot its context): the task waits for another attempt, as after a
+        // crash, instead of failing. A panic is not this: the host reports it as a failure.
+        let resumable = {
+            let committed = self.live.committed.read();
+            committed.resume.is_some() && committed.call.is_some()
+        };
+        let event = if resumable {
+            TaskEvent::Abandon(NO_RESULT_MESSAGE.to_owned())
+        } else {
+            TaskEvent::Fail(RpcError::internal(NO_RESULT_MESSAGE))
+        };
         let engine = self.handle.engine.clone();
         let live = Arc::clone(&self.handle.live);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                let _ = engine.change_work(&live, TaskEvent::Fail(RpcError::internal(NO_RESULT_MESSAGE))).await;
+                let _ = engine.change_work(&live, event).await;
             });
         }
     }

@@ -859,11 +859,26 @@ impl Engine {
             self.inner.live.lock().remove(&record.id);
             live.cancel.cancel();
         } else if record.owner != self.inner.owner {
-            // Released or claimed elsewhere while this worker's lease had lapsed: the work
-            // here stops, and the worker that owns it now answers for it.
-            tracing::warn!(task_id = %record.id, "another worker took this task over; its work here stops");
-            self.inner.live.lock().remove(&record.id);
+            // This attempt is over here: another worker took the task over while this one's
+            // lease had lapsed, or the attempt was cut short and the task waits for the next.
+            // The work here stops; whoever claims the task answers for it.
+            let waiting = record.is_waiting();
+            {
+                let mut set = self.inner.live.lock();
+                set.remove(&record.id);
+                // On a store only this engine writes, it keeps count of its waiting tasks.
+                if waiting && !self.inner.store.shared() {
+                    set.adopt(&record.principal);
+                    set.waiting.insert(record.id.clone(), record.principal.clone());
+                }
+            }
             live.cancel.cancel();
+            if waiting {
+                tracing::info!(task_id = %record.id, attempt = record.attempt, "attempt ended; the task waits for the next");
+                self.inner.runnable.notify_one();
+            } else {
+                tracing::warn!(task_id = %record.id, "another worker took this task over; its work here stops");
+            }
         }
         let _ = self.inner.changes.send(record);
     }
