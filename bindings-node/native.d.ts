@@ -78,8 +78,6 @@ export declare class NativeClaim {
   get tool(): string
   /** The caller the task is bound to. */
   get principal(): string
-  /** This attempt's number (2 or more after a restart; 1 for an enqueued task's first run). */
-  get attempt(): number
   /** The exchange's request headers, flat pairs (`[name, value, ...]`). */
   get headers(): Array<string>
   /** The exchange's request body: the `tools/call` as the client made it. */

@@ -190,27 +190,21 @@ impl Executor for JsExecutor {
     }
 
     fn execute(&self, task: ClaimedTask) {
-        let ClaimedTask { context, tool, principal, call, attempt, .. } = task;
+        let ClaimedTask { context, tool, principal, call } = task;
         let (headers, body) = call_request(&tool, &call, 1);
         let headers = headers.into_iter().flat_map(|(name, value)| [name.to_owned(), value]).collect();
-        let task = NativeTask {
-            id: context.task_id().to_owned(),
-            handle: context.handle(),
-            ctx: Arc::new(parking_lot::Mutex::new(Some(context))),
-            // A claimed task was answered for when it was created, elsewhere or earlier.
-            reply: HttpReply { status: 200, headers: HashMap::new(), body: String::new() },
-            runtime: self.runtime.clone(),
-        };
+        // A claimed task was answered for when it was created, elsewhere or earlier.
+        let reply = HttpReply { status: 200, headers: HashMap::new(), body: String::new() };
+        let task = NativeTask::new(context, reply, self.runtime.clone());
         let claim = NativeClaim {
             task: parking_lot::Mutex::new(Some(task)),
             tool,
             principal,
-            attempt,
             headers,
             body: body.to_string().into_bytes(),
         };
         // Queued for the JavaScript thread; if its environment is gone, the dropped context
-        // fails the task as the store's recovery would have.
+        // ends the attempt (the task fails, or waits for its next attempt if resumable).
         let _ = self.callback.call(claim, ThreadsafeFunctionCallMode::NonBlocking);
     }
 }
@@ -223,7 +217,6 @@ pub struct NativeClaim {
     task: parking_lot::Mutex<Option<NativeTask>>,
     tool: String,
     principal: String,
-    attempt: u32,
     headers: Vec<String>,
     body: Vec<u8>,
 }
@@ -246,12 +239,6 @@ impl NativeClaim {
     #[napi(getter)]
     pub fn principal(&self) -> String {
         self.principal.clone()
-    }
-
-    /// This attempt's number (2 or more after a restart; 1 for an enqueued task's first run).
-    #[napi(getter)]
-    pub fn attempt(&self) -> u32 {
-        self.attempt
     }
 
     /// The exchange's request headers, flat pairs (`[name, value, ...]`).
@@ -648,12 +635,7 @@ type Created = Either<NativeTask, HttpReply>;
 impl CallInner {
     /// The call as a later attempt or a worker makes it again.
     fn stored(&self) -> StoredCall {
-        StoredCall {
-            arguments: self.call.arguments.clone(),
-            input_responses: self.call.input_responses.clone(),
-            state: self.state.clone(),
-            envelope: Some(self.call.envelope.clone()),
-        }
+        self.call.stored(self.state.clone())
     }
 
     /// Creates the task (see [`now_or_spawn`]); a failure is the protocol error to answer.
@@ -677,13 +659,7 @@ impl CallInner {
                 .await
                 .map_err(|e| e.to_protocol())?;
             let created = serde_json::to_value(created).expect("results serialize");
-            Ok(Either::A(NativeTask {
-                id: ctx.task_id().to_owned(),
-                handle: ctx.handle(),
-                ctx: Arc::new(parking_lot::Mutex::new(Some(ctx))),
-                reply: http_reply(&self.routed.result(created)),
-                runtime: self.runtime.clone(),
-            }))
+            Ok(Either::A(NativeTask::new(ctx, http_reply(&self.routed.result(created)), self.runtime.clone())))
         };
         now_or_spawn(&runtime, future)
     }
@@ -907,6 +883,16 @@ impl NativeTask {
 }
 
 impl NativeTask {
+    fn new(ctx: TaskContext, reply: HttpReply, runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            id: ctx.task_id().to_owned(),
+            handle: ctx.handle(),
+            ctx: Arc::new(parking_lot::Mutex::new(Some(ctx))),
+            reply,
+            runtime,
+        }
+    }
+
     fn take(&self) -> Option<TaskContext> {
         self.ctx.lock().take()
     }

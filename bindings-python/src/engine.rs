@@ -71,8 +71,8 @@ fn stored_call(
 }
 
 /// Runs claimed tasks through a Python callable on the event loop that started it:
-/// `callback(task_context, tool, call, attempt)` (`call`: core's stored call as a dict,
-/// `arguments` and `input_responses`), scheduled with `call_soon_threadsafe`.
+/// `callback(task_context, tool, call)` (`call`: core's stored call as a dict, `arguments`
+/// and `input_responses`), scheduled with `call_soon_threadsafe`.
 struct PyExecutor {
     tools: Vec<String>,
     event_loop: Py<PyAny>,
@@ -87,11 +87,11 @@ impl Executor for PyExecutor {
     }
 
     fn execute(&self, task: ClaimedTask) {
-        let ClaimedTask { context, tool, call, attempt, .. } = task;
+        let ClaimedTask { context, tool, call, .. } = task;
         let work = PyTaskContext::new(context, Arc::clone(&self.callbacks));
         let handed = crate::attach_unless_shutting_down(|py| -> PyResult<()> {
             let work = Py::new(py, work)?;
-            let args = (self.callback.clone_ref(py), work, tool, Pythonized(call), attempt);
+            let args = (self.callback.clone_ref(py), work, tool, Pythonized(call));
             self.event_loop.call_method1(py, "call_soon_threadsafe", args)?;
             Ok(())
         });
@@ -343,7 +343,7 @@ impl PyEngine {
 
     /// Starts claiming tasks of `tools` that wait for a worker (resumable tasks a dead process
     /// left, tasks a front-end enqueued) and hands each to `callback(task_context, tool,
-    /// arguments, attempt)` on the running event loop, until [`PyEngine::stop_executor`] or the
+    /// call)` on the running event loop, until [`PyEngine::stop_executor`] or the
     /// engine goes. Replaces a running one.
     fn start_executor(&self, py: Python<'_>, tools: Vec<String>, callback: Py<PyAny>) -> PyResult<()> {
         let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();

@@ -357,8 +357,8 @@ impl Harness {
                     let id = task.context.task_id().to_owned();
                     prop_assert!(resumed.remove(&id), "{} claimed without being resumable, or twice", id);
                     let t = self.tasks.iter_mut().find(|t| t.id == id).unwrap();
-                    prop_assert_eq!(task.attempt, t.attempt + 1, "the next attempt");
-                    t.attempt = task.attempt;
+                    prop_assert_eq!(task.context.attempt(), t.attempt + 1, "the next attempt");
+                    t.attempt = task.context.attempt();
                     t.ctx = Some(task.context);
                 }
                 prop_assert_eq!(self.engine.claim_for(&Collect(parking_lot::Mutex::new(Vec::new()))).await.unwrap(), 0);

@@ -117,8 +117,7 @@ async fn a_resumable_task_runs_again_from_its_checkpoint_after_a_restart_and_a_p
     p.clock.advance(100);
     assert_eq!(p.engine.claim_for(executor.as_ref()).await.unwrap(), 1, "only the resumable task");
     let task = claimed.try_recv().unwrap();
-    assert_eq!((task.context.task_id(), task.attempt, task.tool.as_str()), (job.as_str(), 2, "report"));
-    assert_eq!(task.checkpoint, Some(json!({"done": 4})));
+    assert_eq!((task.context.task_id(), task.context.attempt(), task.tool.as_str()), (job.as_str(), 2, "report"));
     assert_eq!(task.call.arguments["rows"], 10);
     assert_eq!(task.context.saved_checkpoint(), Some(json!({"done": 4})));
     assert_eq!(p.engine.claim_for(executor.as_ref()).await.unwrap(), 0, "claimed once");
@@ -141,7 +140,7 @@ async fn attempts_stop_at_the_maximum_with_a_failure_that_says_so() {
     let (executor, mut claimed) = collector(&["report"]);
     p.engine.claim_for(executor.as_ref()).await.unwrap();
     let second = claimed.try_recv().unwrap();
-    assert_eq!(second.attempt, 2);
+    assert_eq!(second.context.attempt(), 2);
     let p = p.crash_and_restart(vec![second.context]).await;
     let failed = p.engine.get("alice", &job).await.unwrap();
     assert_eq!(failed.task.status, TaskStatus::Failed);
@@ -218,7 +217,7 @@ async fn an_attempt_whose_context_is_dropped_unfinished_runs_again_and_a_plain_t
     }
     p.clock.advance(100);
     let again = tokio::time::timeout(std::time::Duration::from_secs(10), claimed.recv()).await.unwrap().unwrap();
-    assert_eq!((again.context.task_id(), again.attempt), (job.as_str(), 2));
+    assert_eq!((again.context.task_id(), again.context.attempt()), (job.as_str(), 2));
     let failed = p.engine.get("alice", &plain).await.unwrap();
     assert_eq!(failed.task.status, TaskStatus::Failed);
     assert_eq!(failed.error.unwrap().message, mcp_tasks::engine::NO_RESULT_MESSAGE);
@@ -251,7 +250,7 @@ async fn one_process_both_accepts_and_runs_tasks_enqueued_for_a_worker() {
     let (executor, mut claimed) = collector(&["report"]);
     let runner = engine.spawn_executor(executor);
     let task = claimed.recv().await.unwrap();
-    assert_eq!((task.attempt, task.call.arguments["n"].clone()), (1, json!(1)));
+    assert_eq!((task.context.attempt(), task.call.arguments["n"].clone()), (1, json!(1)));
     engine.cancel("alice", &id).await.unwrap();
     task.context.cancelled().await;
     assert!(!task.context.complete(text("late")).await.unwrap(), "the cancel wins");
@@ -311,8 +310,8 @@ mod postgres {
         // Worker a stops renewing its lease (it never sweeps again): to the others it is dead.
         let (executor, mut rx) = collector(&["report", "build"]);
         let taken = claimed_by(&b, &executor, &mut rx).await;
-        assert_eq!((taken.context.task_id(), taken.attempt), (job.as_str(), 2));
-        assert_eq!(taken.checkpoint, Some(json!({"done": 2})));
+        assert_eq!((taken.context.task_id(), taken.context.attempt()), (job.as_str(), 2));
+        assert_eq!(taken.context.saved_checkpoint(), Some(json!({"done": 2})));
         let failed = b.get("alice", &plain.task.task_id).await.unwrap();
         assert_eq!(failed.task.status, TaskStatus::Failed, "a plain task fails as before");
 
@@ -353,7 +352,11 @@ mod postgres {
         b.cancel("alice", &waiting).await.unwrap();
         let (executor, mut rx) = collector(&["report"]);
         let second = claimed_by(&b, &executor, &mut rx).await;
-        assert_eq!((second.context.task_id(), second.attempt), (job.as_str(), 2), "only the uncancelled task runs");
+        assert_eq!(
+            (second.context.task_id(), second.context.attempt()),
+            (job.as_str(), 2),
+            "only the uncancelled task runs"
+        );
         // b dies during the last allowed attempt: c fails the task, saying so.
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
         let failed = loop {
@@ -389,7 +392,7 @@ mod postgres {
         while seen.len() < ids.len() {
             let task =
                 tokio::time::timeout(Duration::from_secs(15), rx.recv()).await.expect("claims keep coming").unwrap();
-            assert_eq!(task.attempt, 1);
+            assert_eq!(task.context.attempt(), 1);
             assert!(seen.insert(task.context.task_id().to_owned()), "{} claimed twice", task.context.task_id());
             assert!(task.context.complete(text("ok")).await.unwrap());
         }

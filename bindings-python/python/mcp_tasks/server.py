@@ -556,13 +556,13 @@ class TasksExtension(Extension):
         finally:
             self.stop_executor()
 
-    def _on_claimed(self, task: _native.TaskContext, tool: str, call: dict[str, Any], attempt: int) -> None:
+    def _on_claimed(self, task: _native.TaskContext, tool: str, call: dict[str, Any]) -> None:
         # On the event loop (core's executor schedules it there).
         run = asyncio.ensure_future(self._run_claimed(task, tool, call))
         task.on_cancel(run.cancel)
         self._running.add(run)
         run.add_done_callback(self._running.discard)
-        _log.info("running task %s of %s (attempt %d)", task.task_id, tool, attempt)
+        _log.info("running task %s of %s (attempt %d)", task.task_id, tool, task.attempt)
 
     async def _run_claimed(self, task: _native.TaskContext, tool: str, call: dict[str, Any]) -> None:
         """A claimed task's work: the tool run as mcp runs a call, without a client request."""
@@ -586,7 +586,4 @@ def _wire_responses(params: CallToolRequestParams) -> dict[str, Any] | None:
     responses = getattr(params, "input_responses", None)
     if not responses:
         return None
-    return {
-        key: value.model_dump(by_alias=True, mode="json", exclude_none=True) if isinstance(value, BaseModel) else value
-        for key, value in responses.items()
-    }
+    return {key: _to_wire(value) for key, value in responses.items()}

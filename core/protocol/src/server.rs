@@ -244,6 +244,19 @@ impl Routed {
     }
 }
 
+impl ToolCallRoute {
+    /// The call as a task keeps it for a later attempt or a separate worker, with `state` the
+    /// MRTR state the request's `requestState` opened to.
+    pub fn stored(&self, state: Option<Value>) -> StoredCall {
+        StoredCall {
+            arguments: self.arguments.clone(),
+            input_responses: self.input_responses.clone(),
+            state,
+            envelope: Some(self.envelope.clone()),
+        }
+    }
+}
+
 /// The engine operation a request needs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Route {
@@ -705,12 +718,7 @@ mod tests {
             panic!("the first call routes")
         };
         let Route::CallTool(first) = first.route else { panic!("a tool call") };
-        let stored = StoredCall {
-            arguments: first.arguments.clone(),
-            input_responses: first.input_responses.clone(),
-            state: None,
-            envelope: Some(first.envelope.clone()),
-        };
+        let stored = first.stored(None);
         let (again_headers, again) = call_request("task", &stored, 9);
         let pairs: Vec<(&str, &str)> = again_headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
         let again = again.to_string().into_bytes();

@@ -164,20 +164,17 @@ impl Drop for TaskContext {
         if self.finished {
             return;
         }
-        {
-            // Finished, or another worker runs it now: nothing of this attempt's to fail.
+        let resumable = {
             let committed = self.live.committed.read();
+            // Finished, or another worker runs it now: nothing of this attempt's to fail.
             if committed.status.is_terminal() || committed.owner != self.handle.engine.inner.owner {
                 return;
             }
-        }
+            committed.resume.is_some() && committed.call.is_some()
+        };
         // A resumable task's attempt was cut short (its future dropped: the process is stopping,
         // or the work forgot its context): the task waits for another attempt, as after a
         // crash, instead of failing. A panic is not this: the host reports it as a failure.
-        let resumable = {
-            let committed = self.live.committed.read();
-            committed.resume.is_some() && committed.call.is_some()
-        };
         let event = if resumable {
             TaskEvent::Abandon(NO_RESULT_MESSAGE.to_owned())
         } else {

@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::{Engine, TaskContext};
 use crate::protocol::{StoredCall, TaskEvent, TaskRecord};
 use crate::store::StoreError;
@@ -39,7 +37,10 @@ pub trait Executor: Send + Sync + 'static {
 
     /// Starts the work of a claimed task and returns without waiting for it (spawn it). The
     /// work finishes the task through `task.context` exactly as the work of a task created here
-    /// does; dropping the context unfinished fails the task.
+    /// does; dropping the context unfinished fails the task (a resumable one waits for its next
+    /// attempt). The attempt number and the saved checkpoint are the context's
+    /// ([`TaskHandle::attempt`](super::TaskHandle::attempt),
+    /// [`TaskHandle::saved_checkpoint`](super::TaskHandle::saved_checkpoint)).
     fn execute(&self, task: ClaimedTask);
 }
 
@@ -54,10 +55,6 @@ pub struct ClaimedTask {
     pub principal: String,
     /// The call as the client made it.
     pub call: StoredCall,
-    /// This attempt's number (1 for a task's first run, 2 or more after a worker died).
-    pub attempt: u32,
-    /// The checkpoint an earlier attempt saved, if any.
-    pub checkpoint: Option<Value>,
 }
 
 impl std::fmt::Debug for ClaimedTask {
@@ -65,7 +62,7 @@ impl std::fmt::Debug for ClaimedTask {
         f.debug_struct("ClaimedTask")
             .field("task_id", &self.context.task_id())
             .field("tool", &self.tool)
-            .field("attempt", &self.attempt)
+            .field("attempt", &self.context.attempt())
             .finish_non_exhaustive()
     }
 }
@@ -122,8 +119,6 @@ impl Engine {
             tool: record.tool.clone(),
             principal: record.principal.clone(),
             call: record.call.as_deref().cloned().unwrap_or_default(),
-            attempt: record.attempt,
-            checkpoint: record.checkpoint.as_deref().cloned(),
         }
     }
 

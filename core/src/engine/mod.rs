@@ -298,6 +298,13 @@ impl LiveSet {
         }
     }
 
+    /// Counts task `id` of `principal` as waiting for a worker (released, not running here):
+    /// it keeps a place under the caps, as a running one does.
+    fn park(&mut self, id: &str, principal: &str) {
+        self.adopt(principal);
+        self.waiting.insert(id.to_owned(), principal.to_owned());
+    }
+
     /// Takes a waiting task out of `waiting` as it is claimed (its place goes with it); false
     /// when this engine did not count it.
     fn unwait(&mut self, id: &str) -> bool {
@@ -537,9 +544,7 @@ impl Engine {
                 // A resumable task waits for its next attempt instead (an executor claims it).
                 match self.change_stored(task, TaskEvent::Abandon(ABANDONED_MESSAGE.into())).await {
                     Ok(task) if task.is_waiting() => {
-                        let mut set = self.inner.live.lock();
-                        set.adopt(&task.principal);
-                        set.waiting.insert(task.id.clone(), task.principal.clone());
+                        self.inner.live.lock().park(&task.id, &task.principal);
                         released += 1;
                     }
                     Ok(_) => recovered += 1,
@@ -868,8 +873,7 @@ impl Engine {
                 set.remove(&record.id);
                 // On a store only this engine writes, it keeps count of its waiting tasks.
                 if waiting && !self.inner.store.shared() {
-                    set.adopt(&record.principal);
-                    set.waiting.insert(record.id.clone(), record.principal.clone());
+                    set.park(&record.id, &record.principal);
                 }
             }
             live.cancel.cancel();

@@ -338,7 +338,8 @@ impl crate::engine::Executor for Host {
 
     fn execute(&self, task: ClaimedTask) {
         let Some(tool) = self.inner.tools.iter().find(|t| t.name == task.tool) else {
-            // `tools()` named only served tools; a context dropped unfinished fails the task.
+            // `tools()` named only served tools. The context dropped here unfinished ends this
+            // attempt: the task fails (or, resumable, waits for its next attempt).
             tracing::error!(tool = %task.tool, "claimed a task of a tool this host does not serve");
             return;
         };
