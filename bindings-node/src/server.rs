@@ -15,7 +15,7 @@ use mcp_tasks::protocol::negotiation::{self, TaskMode};
 use mcp_tasks::protocol::request_state;
 use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, READ_HEADERS, REQUEST_STATE_TTL_MS,
-    Reply, Route, Routed, ToolCallRoute, call_request, get_result, input_required_result, sse_event,
+    Reply, Route, Routed, ToolCallRoute, call_request, input_required_result, sse_event,
 };
 use mcp_tasks::protocol::types::META_SERVER_INFO;
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
@@ -140,11 +140,13 @@ impl Handled {
             return Err(napi::Error::from_reason("nothing is pending: perform() runs once, after handle()"));
         };
         let task_id = self.task_id.clone();
-        Ok(match engine.serve(&routed.principal, routed.route.clone()).await {
-            Err(error) => Self::reply(&routed.error(&error), task_id),
-            Ok(Served::Result(result)) => Self::reply(&routed.result(result), task_id),
+        let reply = routed.reply_to();
+        Ok(match engine.serve(&routed.principal, routed.route).await {
+            Err(error) => Self::reply(&reply.error(&error), task_id),
+            Ok(Served::Result(result)) => Self::reply(&reply.result(result), task_id),
+            Ok(Served::Task(task)) => Self::reply(&reply.task(&task), task_id),
             Ok(Served::Listen(subscription)) => {
-                let frames = routed.listen_frames();
+                let frames = reply.listen_frames();
                 let ack = sse_event(&frames.ack(&subscription.accepted));
                 let listen = ListenInner { frames, ack, subscription: tokio::sync::Mutex::new(subscription) };
                 Self { listen: Some(Arc::new(listen)), ..Self::nothing() }
@@ -438,7 +440,7 @@ impl NativeServer {
         };
         match &routed.route {
             Route::GetTask { task_id: id } => match engine.get_cached(&routed.principal, id) {
-                Some(Ok(task)) => return Handled::reply(&routed.result(get_result(task)), task_id),
+                Some(Ok(task)) => return Handled::reply(&routed.task(&task), task_id),
                 Some(Err(error)) => return Handled::reply(&routed.error(&error.to_protocol()), task_id),
                 None => {}
             },

@@ -12,7 +12,7 @@ use mcp_tasks::engine::{
 };
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
 use mcp_tasks::protocol::server::{
-    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Route, Routing, ToolEntry,
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Route, Routing, ToolEntry, get_result,
 };
 use mcp_tasks::protocol::{Resume, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
@@ -753,6 +753,7 @@ impl PyServer {
             callbacks.fire_if_cancelled(&task_id);
             match served {
                 Served::Result(result) => Ok(Pythonized(result)),
+                Served::Task(task) => Ok(Pythonized(get_result(task.to_detailed()))),
                 other => unreachable!("tasks/* serve a result, not {other:?}"),
             }
         })

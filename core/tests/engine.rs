@@ -86,11 +86,11 @@ async fn get_cached_answers_from_memory_exactly_as_get_or_not_at_all() {
         let id = created.task.task_id;
         // A running task and a just-finished one are in memory: the same answer as `get`.
         let running = rig.engine.get_cached("alice", &id).expect("live in memory").unwrap();
-        assert_eq!(detailed(&running), detailed(&rig.engine.get("alice", &id).await.unwrap()));
+        assert_eq!(detailed(&running.to_detailed()), detailed(&rig.engine.get("alice", &id).await.unwrap()));
         assert_eq!(code(&rig.engine.get_cached("bob", &id).expect("answered").unwrap_err()), -32602);
         ctx.complete(json!({"content": []})).await.unwrap();
         let finished = rig.engine.get_cached("alice", &id).expect("recently finished").unwrap();
-        assert_eq!(finished.task.status, TaskStatus::Completed);
+        assert_eq!(finished.status, TaskStatus::Completed);
         // A task that memory does not hold needs the store.
         assert!(rig.engine.get_cached("alice", "unknown").is_none());
         // An expiry due to be recorded is the async read's to record.

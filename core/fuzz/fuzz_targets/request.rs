@@ -68,20 +68,20 @@ fuzz_target!(|data: &[u8]| {
         match dispatcher.handle_http(&http, Some("alice")) {
             Decision::Reply(reply) => {
                 assert!((200..600).contains(&reply.status));
-                if let Some(message) = &reply.message {
-                    check_response(message);
+                if let Some(message) = reply.message() {
+                    check_response(&message);
                 }
                 let _ = reply.body();
             }
             Decision::Route(routed) => {
-                check_response(routed.result(json!({})).message.as_ref().expect("a result has a body"));
+                check_response(&routed.result(json!({})).message().expect("a result has a body"));
             }
             Decision::Delegate => {}
         }
         match dispatcher.handle_stdio(Some(data), "alice") {
             StdioDecision::Reply(message) => check_response(&message),
             StdioDecision::Route(routed) => {
-                check_response(routed.result(json!({})).message.as_ref().expect("a result has a body"));
+                check_response(&routed.result(json!({})).message().expect("a result has a body"));
             }
             StdioDecision::Cancel(_) | StdioDecision::Ignore => {}
         }

@@ -123,9 +123,11 @@ fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, Box<DecodeE
     }
 }
 
+/// Reads params as `T`, from the borrowed value (copying only what `T` keeps: a whole-params
+/// copy per request showed in profiles of `tasks/get`).
 fn typed<T: DeserializeOwned>(params: Option<&Value>, method: &str) -> Result<T, ProtocolError> {
-    let params = params.cloned().unwrap_or_else(|| Value::Object(Map::new()));
-    serde_json::from_value(params).map_err(|e| ProtocolError::InvalidParams(format!("{method}: {e}")))
+    let empty = Value::Object(Map::new());
+    T::deserialize(params.unwrap_or(&empty)).map_err(|e| ProtocolError::InvalidParams(format!("{method}: {e}")))
 }
 
 /// Decodes `tools/call` params; `arguments` must be an object when present.
@@ -138,13 +140,15 @@ pub fn call_tool_params(params: Option<&Value>) -> Result<CallToolParams, Protoc
             return Err(ProtocolError::InvalidParams("tools/call: inputResponses must be an object".into()));
         }
     }
-    let mut params = params.cloned();
-    if let Some(Value::Object(p)) = params.as_mut()
+    // `arguments: null` reads as absent (a copy only then).
+    if let Some(Value::Object(p)) = params
         && p.get("arguments").is_some_and(Value::is_null)
     {
+        let mut p = p.clone();
         p.remove("arguments");
+        return typed(Some(&Value::Object(p)), "tools/call");
     }
-    typed(params.as_ref(), "tools/call")
+    typed(params, "tools/call")
 }
 
 /// Decodes `tasks/get` or `tasks/cancel` params.

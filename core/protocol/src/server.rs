@@ -23,11 +23,12 @@ use crate::error::{ProtocolError, RpcError};
 use crate::headers::{self, StandardHeaders};
 use crate::negotiation::{self, Dispatch, Envelope, SUPPORTED_VERSIONS, TaskMode};
 use crate::request::{self, Incoming, Method};
-use crate::task::StoredCall;
+use crate::task::{StoredCall, TaskRecord};
+use crate::time::format_ms;
 use crate::types::{
     AckResult, AcknowledgedParams, DetailedTask, DiscoverResult, GetTaskResult, InputRequests, InputRequiredResult,
     InputResponses, ListenFilter, ListenResult, META_SERVER_INFO, PROTOCOL_VERSION, RequestId, ResultType,
-    TaskNotificationParams, error_response, notification, response, subscription_meta,
+    TaskNotificationParams, TaskStatus, error_response, notification, response, subscription_meta,
 };
 
 /// How long a sealed MRTR `requestState` stays valid (milliseconds).
@@ -135,8 +136,9 @@ pub struct HttpRequest<'a> {
 pub struct Reply {
     /// The HTTP status.
     pub status: u16,
-    /// The JSON-RPC message, or `None` for an empty body (202 for notifications, 405).
-    pub message: Option<Value>,
+    /// The JSON-RPC message, serialized once, or `None` for an empty body (202 for
+    /// notifications, 405).
+    json: Option<String>,
     /// Send the message as a one-event `text/event-stream` instead of `application/json`.
     pub sse: bool,
     /// Extra headers (`Allow` on a 405).
@@ -145,15 +147,41 @@ pub struct Reply {
 
 impl Reply {
     fn empty(status: u16) -> Self {
-        Self { status, message: None, sse: false, headers: Vec::new() }
+        Self { status, json: None, sse: false, headers: Vec::new() }
+    }
+
+    /// A reply carrying `message` (a full JSON-RPC message).
+    fn with(status: u16, message: &impl Serialize, sse: bool) -> Self {
+        let json = serde_json::to_string(message).expect("protocol messages serialize");
+        Self { status, json: Some(json), sse, headers: Vec::new() }
+    }
+
+    /// The JSON-RPC message as JSON text, or `None` for an empty body.
+    pub fn json(&self) -> Option<&str> {
+        self.json.as_deref()
+    }
+
+    /// The JSON-RPC message as a value (parsed again: for inspection and tests; adapters send
+    /// [`Reply::body`]).
+    pub fn message(&self) -> Option<Value> {
+        self.json.as_deref().map(|json| serde_json::from_str(json).expect("a reply holds valid JSON"))
     }
 
     /// The body as bytes (empty for an empty body), in the chosen framing.
     pub fn body(&self) -> Vec<u8> {
-        match &self.message {
+        match &self.json {
             None => Vec::new(),
-            Some(message) if self.sse => sse_event(message).into_bytes(),
-            Some(message) => message.to_string().into_bytes(),
+            Some(json) if self.sse => sse_frame(json).into_bytes(),
+            Some(json) => json.clone().into_bytes(),
+        }
+    }
+
+    /// [`Reply::body`] without copying the message.
+    pub fn into_body(self) -> Vec<u8> {
+        match self.json {
+            None => Vec::new(),
+            Some(json) if self.sse => sse_frame(&json).into_bytes(),
+            Some(json) => json.into_bytes(),
         }
     }
 
@@ -165,7 +193,7 @@ impl Reply {
 
     /// The `Content-Type` of [`Reply::body`], if it has one.
     pub fn content_type(&self) -> Option<&'static str> {
-        match (&self.message, self.sse) {
+        match (&self.json, self.sse) {
             (None, _) => None,
             (Some(_), true) => Some("text/event-stream"),
             (Some(_), false) => Some("application/json"),
@@ -175,7 +203,64 @@ impl Reply {
 
 /// One SSE event carrying `message` (the framing of every stream a server sends).
 pub fn sse_event(message: &Value) -> String {
-    format!("event: message\ndata: {message}\n\n")
+    sse_frame(&message.to_string())
+}
+
+/// [`sse_event`] of a message already serialized.
+fn sse_frame(json: &str) -> String {
+    format!("event: message\ndata: {json}\n\n")
+}
+
+/// A JSON-RPC success response written straight from borrowed parts: the same bytes as
+/// [`response`]'s value serialized, without building the value first.
+#[derive(Serialize)]
+struct ResponseRef<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    result: T,
+}
+
+/// `tasks/get`'s result borrowed from the record: the same fields, in the same order, as
+/// [`get_result`] of [`TaskRecord::to_detailed`] (the flattened `GetTaskResult`), without
+/// copying the record's result, input requests or error into a [`DetailedTask`] and then into a
+/// value. `tasks/get` is the request a polling client repeats.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GetTaskResultRef<'a> {
+    result_type: ResultType,
+    task_id: &'a str,
+    status: TaskStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<&'a str>,
+    created_at: String,
+    last_updated_at: String,
+    ttl_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    poll_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_requests: Option<&'a InputRequests>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RpcError>,
+}
+
+impl<'a> GetTaskResultRef<'a> {
+    fn new(task: &'a TaskRecord) -> Self {
+        Self {
+            result_type: ResultType::Complete,
+            task_id: &task.id,
+            status: task.status,
+            status_message: task.status_message.as_deref(),
+            created_at: format_ms(task.created_at_ms),
+            last_updated_at: format_ms(task.updated_at_ms),
+            ttl_ms: task.ttl_ms,
+            poll_interval_ms: task.poll_interval_ms,
+            input_requests: (task.status == TaskStatus::InputRequired).then_some(&task.input_requests),
+            result: if task.status == TaskStatus::Completed { task.result.as_ref() } else { None },
+            error: if task.status == TaskStatus::Failed { task.error.as_ref() } else { None },
+        }
+    }
 }
 
 /// What the dispatcher decided about an HTTP request.
@@ -223,9 +308,21 @@ pub struct Routed {
 }
 
 impl Routed {
+    /// What answers this request: its id and framing, apart from the route (so an adapter can
+    /// move the route into the engine and still reply).
+    pub fn reply_to(&self) -> ReplyTo {
+        ReplyTo { id: self.id.clone(), sse: self.sse }
+    }
+
     /// The reply carrying `result` (a full result object: use the builders of this module).
     pub fn result(&self, result: Value) -> Reply {
-        Reply { status: 200, message: Some(response(&self.id, result)), sse: self.sse, headers: Vec::new() }
+        reply_result(&self.id, result, self.sse)
+    }
+
+    /// The reply to `tasks/get` showing `task` (the record the engine read for the caller):
+    /// the same message as [`Routed::result`] of [`get_result`], serialized from the record.
+    pub fn task(&self, task: &TaskRecord) -> Reply {
+        reply_task(&self.id, task, self.sse)
     }
 
     /// The reply carrying a protocol error, with its status from the error table.
@@ -235,13 +332,62 @@ impl Routed {
 
     /// The reply carrying an error a tool raised while running synchronously.
     pub fn tool_error(&self, error: &RpcError) -> Reply {
-        Reply { status: 200, message: Some(error_response(Some(&self.id), error)), sse: self.sse, headers: Vec::new() }
+        reply_tool_error(&self.id, error, self.sse)
     }
 
     /// The framer of this request's listen stream.
     pub fn listen_frames(&self) -> ListenFrames {
         ListenFrames { id: self.id.clone() }
     }
+}
+
+/// The replies to one routed request, without its route ([`Routed::reply_to`]): the same
+/// builders as [`Routed`]'s.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplyTo {
+    /// The JSON-RPC request id.
+    pub id: RequestId,
+    /// Reply as a one-event SSE stream.
+    pub sse: bool,
+}
+
+impl ReplyTo {
+    /// As [`Routed::result`].
+    pub fn result(&self, result: Value) -> Reply {
+        reply_result(&self.id, result, self.sse)
+    }
+
+    /// As [`Routed::task`].
+    pub fn task(&self, task: &TaskRecord) -> Reply {
+        reply_task(&self.id, task, self.sse)
+    }
+
+    /// As [`Routed::error`].
+    pub fn error(&self, error: &ProtocolError) -> Reply {
+        error_reply(Some(&self.id), error, self.sse)
+    }
+
+    /// As [`Routed::tool_error`].
+    pub fn tool_error(&self, error: &RpcError) -> Reply {
+        reply_tool_error(&self.id, error, self.sse)
+    }
+
+    /// As [`Routed::listen_frames`].
+    pub fn listen_frames(self) -> ListenFrames {
+        ListenFrames { id: self.id }
+    }
+}
+
+fn reply_result(id: &RequestId, result: Value, sse: bool) -> Reply {
+    Reply::with(200, &ResponseRef { jsonrpc: "2.0", id, result }, sse)
+}
+
+fn reply_task(id: &RequestId, task: &TaskRecord, sse: bool) -> Reply {
+    Reply::with(200, &ResponseRef { jsonrpc: "2.0", id, result: GetTaskResultRef::new(task) }, sse)
+}
+
+fn reply_tool_error(id: &RequestId, error: &RpcError, sse: bool) -> Reply {
+    Reply::with(200, &error_response(Some(id), error), sse)
 }
 
 impl ToolCallRoute {
@@ -384,12 +530,7 @@ impl Dispatcher {
             Ok(Routing::Route(route)) if delegate && sdk_serves(&route) => return Decision::Delegate,
             Ok(Routing::Route(route)) => route,
             Ok(Routing::Answer(result)) => {
-                return Decision::Reply(Reply {
-                    status: 200,
-                    message: Some(response(&id, result)),
-                    sse,
-                    headers: Vec::new(),
-                });
+                return Decision::Reply(Reply::with(200, &ResponseRef { jsonrpc: "2.0", id: &id, result }, sse));
             }
             Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
         };
@@ -585,7 +726,7 @@ pub enum Routing {
 
 /// The reply carrying `error`, with the HTTP status of its row in the error table.
 pub fn error_reply(id: Option<&RequestId>, error: &ProtocolError, sse: bool) -> Reply {
-    Reply { status: error.http_status(), message: Some(error_response(id, &error.to_rpc())), sse, headers: Vec::new() }
+    Reply::with(error.http_status(), &error_response(id, &error.to_rpc()), sse)
 }
 
 /// The `tasks/get` result carrying `task`.
@@ -682,6 +823,37 @@ fn to_value(value: impl Serialize) -> Value {
 mod tests {
     use super::*;
     use crate::types::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+    #[test]
+    fn a_task_reply_is_the_get_result_of_the_detailed_task_byte_for_byte() {
+        let routed =
+            Routed { id: json!(9), principal: "p".into(), route: Route::GetTask { task_id: "t".into() }, sse: false };
+        let mut task =
+            TaskRecord::new("t".into(), "p".into(), "o".into(), "tool".into(), 1_000, Some(60_000), Some(500));
+        let mut asked = Map::new();
+        asked.insert("k".into(), json!({"method": "elicitation/create", "params": {"message": "?"}}));
+        let mut answered = Map::new();
+        answered.insert("k".into(), json!({"action": "accept"}));
+        let events = [
+            crate::TaskEvent::SetStatusMessage("half \"way\"".into()),
+            crate::TaskEvent::RequestInput(asked),
+            crate::TaskEvent::ProvideInput(answered),
+            crate::TaskEvent::Complete(json!({"content": [{"type": "text", "text": "done"}], "isError": false})),
+        ];
+        let mut shown = vec![task.clone()];
+        for (i, event) in events.into_iter().enumerate() {
+            task.apply(2_000 + i as u64, event).unwrap();
+            shown.push(task.clone());
+        }
+        let mut failed = TaskRecord::new("f".into(), "p".into(), "o".into(), "tool".into(), 1_000, None, None);
+        failed.apply(3_000, crate::TaskEvent::Fail(RpcError::internal("boom"))).unwrap();
+        shown.push(failed);
+        for task in &shown {
+            let expected = routed.result(get_result(task.to_detailed()));
+            assert_eq!(routed.task(task).body(), expected.body(), "{:?}", task.status);
+            assert_eq!(routed.reply_to().task(task), expected);
+        }
+    }
 
     fn dispatcher() -> Dispatcher {
         let mut d = Dispatcher::new(DispatcherConfig::default());
@@ -818,22 +990,22 @@ mod tests {
         assert!(matches!(d.handle_http(&post(&[], &b), Some("a")), Decision::Delegate));
         let b = legacy("tools/call", json!({"name": "task"}));
         let r = reply(d.handle_http(&post(&[], &b), Some("a")));
-        assert_eq!(r.message.unwrap()["error"]["code"], -32021);
+        assert_eq!(r.message().unwrap()["error"]["code"], -32021);
         // tasks/* stays core's in every era: the same refusal as every other server.
         let b = legacy("tasks/get", json!({"taskId": "t"}));
         let r = reply(d.handle_http(&post(&[], &b), Some("a")));
-        assert_eq!(r.message.unwrap()["error"]["code"], -32602);
+        assert_eq!(r.message().unwrap()["error"]["code"], -32602);
         let b = body("tasks/list", json!({}), true);
         let r = reply(d.handle_http(&post(&[("Mcp-Method", "tasks/list")], &b), Some("a")));
-        assert_eq!(r.message.unwrap()["error"]["code"], -32601);
+        assert_eq!(r.message().unwrap()["error"]["code"], -32601);
         // A modern header is a claim: the envelope's absence is then an error, not 2025 traffic.
         let b = legacy("tools/call", json!({"name": "maybe"}));
         let r = reply(d.handle_http(&post(&[("MCP-Protocol-Version", "2026-07-28")], &b), Some("a")));
-        assert_eq!(r.message.unwrap()["error"]["code"], -32602);
+        assert_eq!(r.message().unwrap()["error"]["code"], -32602);
         // A malformed claim is core's to refuse, as the SDK refuses it.
         let b = legacy("tools/call", json!({"name": "maybe", "_meta": {META_PROTOCOL_VERSION: 5}}));
         let r = reply(d.handle_http(&post(&[], &b), Some("a")));
-        assert_eq!(r.message.unwrap()["error"]["code"], -32602);
+        assert_eq!(r.message().unwrap()["error"]["code"], -32602);
     }
 
     #[test]
@@ -850,7 +1022,7 @@ mod tests {
         }
         // The same request without the declaration, with a repeated Mcp-Name, without auth.
         let plain = body("tasks/get", json!({"taskId": "t1"}), false);
-        assert_eq!(reply(d.handle_http(&post(&h, &plain), Some("a"))).message.unwrap()["error"]["code"], -32021);
+        assert_eq!(reply(d.handle_http(&post(&h, &plain), Some("a"))).message().unwrap()["error"]["code"], -32021);
         let twice = [
             ("MCP-Protocol-Version", "2026-07-28"),
             ("Mcp-Method", "tasks/get"),
@@ -858,7 +1030,7 @@ mod tests {
             ("mcp-name", "t2"),
         ];
         let r = reply(d.handle_http(&post(&twice, &b), Some("a")));
-        assert_eq!((r.status, r.message.unwrap()["error"]["code"].clone()), (400, json!(-32020)));
+        assert_eq!((r.status, r.message().unwrap()["error"]["code"].clone()), (400, json!(-32020)));
         assert_eq!(reply(d.handle_http(&post(&h, &b), None)).status, 401);
     }
 
@@ -873,7 +1045,7 @@ mod tests {
             let b = body("tools/call", json!({"name": name}), declare);
             match d.handle_http(&post(&h, &b), Some("a")) {
                 Decision::Route(Routed { route: Route::CallTool(call), .. }) => Ok(call.dispatch),
-                Decision::Reply(r) => Err(r.message.unwrap()["error"]["code"].as_i64().unwrap()),
+                Decision::Reply(r) => Err(r.message().unwrap()["error"]["code"].as_i64().unwrap()),
                 other => panic!("{other:?}"),
             }
         };
@@ -889,7 +1061,7 @@ mod tests {
         let d = dispatcher();
         let h = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")];
         let r = reply(d.handle_http(&post(&h, &body("tools/list", json!({}), false)), Some("a")));
-        assert_eq!(r.message.unwrap()["result"]["tools"][2]["name"], "task");
+        assert_eq!(r.message().unwrap()["result"]["tools"][2]["name"], "task");
         let get = HttpRequest { method: "GET", headers: Headers(&[]), body: Some(b"") };
         assert_eq!(reply(d.handle_http(&get, Some("a"))).headers, vec![("allow", "POST")]);
         let big = HttpRequest { method: "POST", headers: Headers(&[]), body: None };

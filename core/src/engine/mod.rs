@@ -698,7 +698,9 @@ impl Engine {
     /// process or finished recently, and no expiry is due to be recorded. `None` means the
     /// answer needs the store: await [`Engine::get`]. (Adapters on a single-threaded event
     /// loop use it to skip a thread hop on the hottest request.)
-    pub fn get_cached(&self, principal: &str, id: &str) -> Option<Result<DetailedTask, EngineError>> {
+    /// The record comes as `tasks/get` shows it: answer with
+    /// [`Routed::task`](crate::protocol::server::Routed::task).
+    pub fn get_cached(&self, principal: &str, id: &str) -> Option<Result<Arc<TaskRecord>, EngineError>> {
         let now = self.inner.clock.now_ms();
         let task = self.cached(id)?;
         if task.principal != principal || self.is_purged(&task, now) {
@@ -707,7 +709,7 @@ impl Engine {
         if !task.status.is_terminal() && task.is_expired(now) {
             return None;
         }
-        Some(Ok(task.to_detailed()))
+        Some(Ok(task))
     }
 
     /// The committed record of a live or recently finished task, from memory.

@@ -3,17 +3,24 @@
 //! axum host, the Python extension, the TypeScript server). What stays with the adapter is how
 //! a tool runs: its MRTR phase and its work.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{Engine, Subscription};
-use crate::protocol::ProtocolError;
-use crate::protocol::server::{Route, ToolCallRoute, ack_result, get_result};
+use crate::protocol::server::{Route, ToolCallRoute, ack_result};
+use crate::protocol::{ProtocolError, TaskRecord};
 
 /// What performing a [`Route`] produced.
 #[allow(clippy::large_enum_variant)] // consumed at once by the adapter
 pub enum Served {
-    /// The result object to answer with (`tasks/get|update|cancel`).
+    /// The result object to answer with (`tasks/update|cancel`).
     Result(Value),
+    /// The task `tasks/get` shows, as the engine read it for the caller: answer with
+    /// [`Routed::task`](crate::protocol::server::Routed::task) (or
+    /// [`get_result`](crate::protocol::server::get_result) of its
+    /// [`to_detailed`](TaskRecord::to_detailed) where an SDK wants the result as a value).
+    Task(Arc<TaskRecord>),
     /// A listen subscription: stream it with the request's
     /// [`ListenFrames`](crate::protocol::server::ListenFrames).
     Listen(Subscription),
@@ -26,6 +33,7 @@ impl std::fmt::Debug for Served {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Result(v) => f.debug_tuple("Result").field(v).finish(),
+            Self::Task(t) => f.debug_tuple("Task").field(&t.id).finish(),
             Self::Listen(s) => f.debug_struct("Listen").field("accepted", &s.accepted).finish_non_exhaustive(),
             Self::CallTool(c) => f.debug_tuple("CallTool").field(c).finish(),
         }
@@ -38,7 +46,7 @@ impl Engine {
     pub async fn serve(&self, principal: &str, route: Route) -> Result<Served, ProtocolError> {
         Ok(match route {
             Route::GetTask { task_id } => {
-                Served::Result(get_result(self.get(principal, &task_id).await.map_err(|e| e.to_protocol())?))
+                Served::Task(self.read(principal, &task_id).await.map_err(|e| e.to_protocol())?)
             }
             Route::UpdateTask { task_id, input_responses } => {
                 self.update(principal, &task_id, input_responses).await.map_err(|e| e.to_protocol())?;

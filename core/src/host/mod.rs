@@ -243,7 +243,7 @@ impl Host {
         let request = HttpRequest { method: parts.method.as_str(), headers: Headers(&pairs), body: bytes.as_deref() };
         let principal = (self.inner.principal)(&parts);
         match dispatcher.handle_http(&request, principal.as_deref()) {
-            Decision::Reply(reply) => http_reply(&reply),
+            Decision::Reply(reply) => http_reply(reply),
             Decision::Route(routed) => self.perform(routed).await,
             // This host builds its dispatcher without `delegate`: there is no SDK behind it.
             Decision::Delegate => unreachable!("the axum host's dispatcher never delegates"),
@@ -251,25 +251,29 @@ impl Host {
     }
 
     async fn perform(&self, routed: Routed) -> Response {
-        match self.performed(&routed).await {
-            Performed::Reply(reply) => http_reply(&reply),
-            Performed::Listen(subscription) => listen_stream(routed.listen_frames(), subscription).into_response(),
+        match self.performed(routed).await {
+            Performed::Reply(reply) => http_reply(reply),
+            Performed::Listen(subscription, frames) => listen_stream(frames, subscription).into_response(),
         }
     }
 
     /// Performs a routed request, whatever the transport: the reply to send, or a listen to
     /// stream with the request's [`ListenFrames`].
-    async fn performed(&self, routed: &Routed) -> Performed {
+    async fn performed(&self, routed: Routed) -> Performed {
         let engine = &self.inner.engine;
-        match engine.serve(&routed.principal, routed.route.clone()).await {
-            Ok(Served::Result(result)) => Performed::Reply(routed.result(result)),
-            Ok(Served::Listen(subscription)) => Performed::Listen(subscription),
+        // The route moves into the engine (a call's arguments are not copied); the reply needs
+        // only the request's id and framing.
+        let reply = routed.reply_to();
+        match engine.serve(&routed.principal, routed.route).await {
+            Ok(Served::Result(result)) => Performed::Reply(reply.result(result)),
+            Ok(Served::Task(task)) => Performed::Reply(reply.task(&task)),
+            Ok(Served::Listen(subscription)) => Performed::Listen(subscription, reply.listen_frames()),
             Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&routed.principal, call).await {
-                Ok(result) => routed.result(result),
-                Err(Failure::Protocol(e)) => routed.error(&e),
-                Err(Failure::Tool(e)) => routed.tool_error(&e),
+                Ok(result) => reply.result(result),
+                Err(Failure::Protocol(e)) => reply.error(&e),
+                Err(Failure::Tool(e)) => reply.tool_error(&e),
             }),
-            Err(e) => Performed::Reply(routed.error(&e)),
+            Err(e) => Performed::Reply(reply.error(&e)),
         }
     }
 
@@ -413,7 +417,7 @@ async fn unpanicked<T>(work: impl std::future::Future<Output = Result<T, RpcErro
 #[allow(clippy::large_enum_variant)] // consumed at once
 enum Performed {
     Reply(Reply),
-    Listen(Subscription),
+    Listen(Subscription, ListenFrames),
 }
 
 /// A failure of a routed `tools/call`: a protocol error (status from the error table) or an
@@ -430,11 +434,14 @@ impl From<ProtocolError> for Failure {
 }
 
 /// The axum response of a dispatcher [`Reply`].
-fn http_reply(reply: &Reply) -> Response {
+fn http_reply(mut reply: Reply) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = (status, reply.body()).into_response();
+    let content_type = reply.content_type();
+    let extra = std::mem::take(&mut reply.headers);
+    let mut response = Response::new(axum::body::Body::from(reply.into_body()));
+    *response.status_mut() = status;
     let headers = response.headers_mut();
-    for (name, value) in reply.all_headers() {
+    for (name, value) in content_type.map(|ct| ("content-type", ct)).into_iter().chain(extra) {
         headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
     }
     response

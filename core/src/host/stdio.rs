@@ -69,20 +69,20 @@ impl Host {
                     // before it is made.
                     let mut open = listens.lock();
                     let work = tokio::spawn(async move {
-                        match host.performed(&routed).await {
+                        let id = routed.id.clone();
+                        match host.performed(routed).await {
                             Performed::Reply(reply) => {
-                                if let Some(message) = reply.message {
-                                    let _ = lines.send(message.to_string());
+                                if let Some(json) = reply.json() {
+                                    let _ = lines.send(json.to_owned());
                                 }
                             }
-                            Performed::Listen(mut subscription) => {
-                                let frames = routed.listen_frames();
+                            Performed::Listen(mut subscription, frames) => {
                                 let _ = lines.send(frames.ack(&subscription.accepted).to_string());
                                 while let Some(task) = subscription.next().await {
                                     let _ = lines.send(frames.task(task).to_string());
                                 }
                                 let _ = lines.send(frames.close().to_string());
-                                registry.lock().remove(&key(&routed.id));
+                                registry.lock().remove(&key(&id));
                             }
                         }
                     });
