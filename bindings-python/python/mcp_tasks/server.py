@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -143,6 +144,9 @@ def default_principal(ctx: ServerRequestContext[Any, Any]) -> str:
 
 class CurrentTask:
     """The running task, as its tool code sees it (from :func:`current_task`)."""
+
+    # One per task in flight: no per-instance dict.
+    __slots__ = ("_native", "_next_key")
 
     def __init__(self, native: _native.TaskContext) -> None:
         self._native = native
@@ -483,27 +487,51 @@ class TasksExtension(Extension):
             backoff_ms=config.backoff_ms,
             input_responses=responses if resumable else None,
         )
-        session = ctx.session
-        outbound = session._request_outbound  # type: ignore[attr-defined]
-        if not isinstance(outbound, _TaskAwareOutbound):
-            session._request_outbound = _TaskAwareOutbound(outbound)  # type: ignore[attr-defined]
-        run = asyncio.ensure_future(self._run(call_next, ctx, task))
+        if self._runs_without_request(params.name):
+            # The tool cannot see the request (no Context parameter, no resolvers, no interceptor
+            # after this one): it runs as a claimed task does, through mcp's own handler, and
+            # the request's context (its session, decoded body and models, the ASGI request
+            # cycle: most of a task's memory, measured by bench/memory) goes with the answer.
+            # The runner still copies the request's context variables (the access token that
+            # mcp's get_access_token() reads).
+            # Only what mcp's handler reads of a call to a tool without resolvers: not the
+            # request's `_meta` and answers, which would keep the decoded body alive.
+            slim = CallToolRequestParams(name=params.name, arguments=params.arguments)
+            work = functools.partial(self._mcp_server._handle_call_tool, None, slim)
+            run = asyncio.ensure_future(self._run(work, task))
+        else:
+            session = ctx.session
+            outbound = session._request_outbound  # type: ignore[attr-defined]
+            if not isinstance(outbound, _TaskAwareOutbound):
+                session._request_outbound = _TaskAwareOutbound(outbound)  # type: ignore[attr-defined]
+            run = asyncio.ensure_future(self._run(functools.partial(call_next, ctx), task))
         # tasks/cancel (or expiry) cancels the runner; the task is already terminal then.
         task.on_cancel(run.cancel)
         self._running.add(run)
         run.add_done_callback(self._running.discard)
         return created
 
-    async def _run(
-        self,
-        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
-        ctx: ServerRequestContext[Any, Any],
-        task: _native.TaskContext,
-    ) -> None:
+    def _runs_without_request(self, tool: str) -> bool:
+        """True when running ``tool`` through mcp's handler without the request changes nothing
+        it could observe: it takes no ``Context``, resolves no parameters, and no extension
+        after this one intercepts ``tools/call`` (its ``call_next`` is mcp's handler itself)."""
+        server = self._mcp_server
+        if server is None:
+            return False
+        found = server._tool_manager.get_tool(tool)
+        if found is None or found.context_kwarg is not None or found.resolved_params:
+            return False
+        extensions = list(server._extensions)
+        after = extensions[extensions.index(self) + 1 :] if self in extensions else extensions
+        return all(type(e).intercept_tool_call is Extension.intercept_tool_call for e in after)
+
+    async def _run(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext) -> None:
         # The runner's context (copied at its creation) carries the task for current_task().
+        # `work` starts the tool's call when called (a partial, not a coroutine made in advance:
+        # a runner cancelled before its first step would leave that coroutine never awaited).
         _current.set(CurrentTask(task))
         try:
-            result = _to_wire(await call_next(ctx))
+            result = _to_wire(await work())
         except asyncio.CancelledError:
             if task.is_cancelled():
                 return
@@ -570,15 +598,10 @@ class TasksExtension(Extension):
         if call.get("input_responses"):
             fields["inputResponses"] = call["input_responses"]
         params = CallToolRequestParams.model_validate(fields)
-        server = self._mcp_server
-
-        async def call_next(_ctx: Any) -> Any:
-            # mcp's own tools/call handler (argument validation, a ToolError as an isError
-            # result), with no request behind it: there is no client session to ask through,
-            # so a tool run this way asks with current_task().request_input, not ctx.elicit.
-            return await server._handle_call_tool(None, params)
-
-        await self._run(call_next, None, task)  # type: ignore[arg-type]
+        # mcp's own tools/call handler (argument validation, a ToolError as an isError result),
+        # with no request behind it: there is no client session to ask through, so a tool run
+        # this way asks with current_task().request_input, not ctx.elicit.
+        await self._run(functools.partial(self._mcp_server._handle_call_tool, None, params), task)
 
 
 def _wire_responses(params: CallToolRequestParams) -> dict[str, Any] | None:

@@ -357,6 +357,12 @@ impl ReplyTo {
         reply_result(&self.id, result, self.sse)
     }
 
+    /// As [`Routed::result`], for a result that is one of this crate's types (a
+    /// `CreateTaskResult`): serialized once, without a [`Value`] of it first.
+    pub fn result_of(&self, result: &impl Serialize) -> Reply {
+        Reply::with(200, &ResponseRef { jsonrpc: "2.0", id: &self.id, result }, self.sse)
+    }
+
     /// As [`Routed::task`].
     pub fn task(&self, task: &TaskRecord) -> Reply {
         reply_task(&self.id, task, self.sse)

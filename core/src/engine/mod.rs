@@ -330,7 +330,8 @@ impl LiveSet {
 #[derive(Default)]
 struct FinishedCache {
     records: HashMap<String, Arc<TaskRecord>>,
-    order: std::collections::VecDeque<String>,
+    /// Oldest first; the same records (a pointer each, not another copy of the id).
+    order: std::collections::VecDeque<Arc<TaskRecord>>,
 }
 
 impl FinishedCache {
@@ -340,10 +341,10 @@ impl FinishedCache {
         }
         while self.order.len() >= capacity {
             if let Some(old) = self.order.pop_front() {
-                self.records.remove(&old);
+                self.records.remove(&old.id);
             }
         }
-        self.order.push_back(record.id.clone());
+        self.order.push_back(Arc::clone(&record));
         self.records.insert(record.id.clone(), record);
     }
 }

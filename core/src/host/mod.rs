@@ -269,7 +269,8 @@ impl Host {
             Ok(Served::Task(task)) => Performed::Reply(reply.task(&task)),
             Ok(Served::Listen(subscription)) => Performed::Listen(subscription, reply.listen_frames()),
             Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&routed.principal, call).await {
-                Ok(result) => reply.result(result),
+                Ok(Answer::Result(result)) => reply.result(result),
+                Ok(Answer::Created(created)) => reply.result_of(&created),
                 Err(Failure::Protocol(e)) => reply.error(&e),
                 Err(Failure::Tool(e)) => reply.tool_error(&e),
             }),
@@ -278,7 +279,7 @@ impl Host {
     }
 
     /// Runs a routed `tools/call`: the MRTR phase first, then a task or a synchronous run.
-    async fn call_tool(&self, principal: &str, route: Box<ToolCallRoute>) -> Result<serde_json::Value, Failure> {
+    async fn call_tool(&self, principal: &str, route: Box<ToolCallRoute>) -> Result<Answer, Failure> {
         let engine = &self.inner.engine;
         let tool = self
             .inner
@@ -307,19 +308,19 @@ impl Host {
         {
             let expires = engine.now_ms().saturating_add(REQUEST_STATE_TTL_MS);
             let sealed = state.map(|s| request_state::seal(key, principal, &tool.name, &s, expires));
-            return Ok(input_required_result(input_requests, sealed));
+            return Ok(Answer::Result(input_required_result(input_requests, sealed)));
         }
         match dispatch {
             Dispatch::Sync => {
                 let result = unpanicked(tool.handler.run(call, RunContext::sync())).await.map_err(Failure::Tool)?;
-                Ok(with_complete_result_type(result))
+                Ok(Answer::Result(with_complete_result_type(result)))
             }
             Dispatch::Task if self.inner.execution == Execution::Workers => {
                 let created = engine
                     .enqueue_task(principal, &tool.name, tool.options, call.stored())
                     .await
                     .map_err(|e| e.to_protocol())?;
-                Ok(serde_json::to_value(created).expect("protocol types serialize"))
+                Ok(Answer::Created(created))
             }
             Dispatch::Task => {
                 // Only a resumable tool's call is kept: a later attempt runs it again.
@@ -329,7 +330,7 @@ impl Host {
                     .await
                     .map_err(|e| e.to_protocol())?;
                 spawn_work(tool, call, ctx);
-                Ok(serde_json::to_value(created).expect("protocol types serialize"))
+                Ok(Answer::Created(created))
             }
         }
     }
@@ -418,6 +419,14 @@ async fn unpanicked<T>(work: impl std::future::Future<Output = Result<T, RpcErro
 enum Performed {
     Reply(Reply),
     Listen(Subscription, ListenFrames),
+}
+
+/// What a routed `tools/call` answers with.
+enum Answer {
+    /// A result object (a synchronous tool's result, an MRTR round).
+    Result(serde_json::Value),
+    /// The task it created.
+    Created(crate::protocol::CreateTaskResult),
 }
 
 /// A failure of a routed `tools/call`: a protocol error (status from the error table) or an
