@@ -518,10 +518,14 @@ class TasksExtension(Extension):
         server = self._mcp_server
         if server is None:
             return False
-        found = server._tool_manager.get_tool(tool)
-        if found is None or found.context_kwarg is not None or found.resolved_params:
+        try:
+            # mcp 2.3.0's internals; another mcp that lacks them gets the request-bound run.
+            found = server._tool_manager.get_tool(tool)
+            if found is None or found.context_kwarg is not None or found.resolved_params:
+                return False
+            extensions = list(server._extensions)
+        except AttributeError:
             return False
-        extensions = list(server._extensions)
         after = extensions[extensions.index(self) + 1 :] if self in extensions else extensions
         return all(type(e).intercept_tool_call is Extension.intercept_tool_call for e in after)
 
