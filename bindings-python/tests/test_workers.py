@@ -7,6 +7,7 @@ killed mid-tool, whose task the other finishes."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -144,8 +145,12 @@ def test_a_front_end_and_two_worker_processes_one_killed_mid_tool(procs: Procs) 
     done = until(url, counting, lambda t: t["status"] != "working", seconds=60)
     assert done["status"] == "completed", done
     text = done["result"]["content"][0]["text"]
-    assert text.startswith("counted to 40 in attempt 2"), text
-    assert int(text.rsplit(" ", 1)[1]) >= step(running)
+    # Attempt 2 is the survivor's. On a loaded machine the survivor's own 1 s lease can lapse
+    # too (a CI run saw attempt 3, resumed from step 29): at-least-once, each attempt from the
+    # last checkpoint, which is what this test is about.
+    match = re.fullmatch(r"counted to 40 in attempt (\d+), resumed from step (\d+)", text)
+    assert match and int(match[1]) >= 2, text
+    assert int(match[2]) >= step(running)
 
 
 def psql_create(base: str, name: str) -> None:
