@@ -140,8 +140,8 @@ impl Handled {
             return Err(napi::Error::from_reason("nothing is pending: perform() runs once, after handle()"));
         };
         let task_id = self.task_id.clone();
-        let reply = routed.reply_to();
-        Ok(match engine.serve(&routed.principal, routed.route).await {
+        let Routed { reply, principal, route } = routed;
+        Ok(match engine.serve(&principal, route).await {
             Err(error) => Self::reply(&reply.error(&error), task_id),
             Ok(Served::Result(result)) => Self::reply(&reply.result(result), task_id),
             Ok(Served::Task(task)) => Self::reply(&reply.task(&task), task_id),
@@ -440,13 +440,13 @@ impl NativeServer {
         };
         match &routed.route {
             Route::GetTask { task_id: id } => match engine.get_cached(&routed.principal, id) {
-                Some(Ok(task)) => return Handled::reply(&routed.task(&task), task_id),
-                Some(Err(error)) => return Handled::reply(&routed.error(&error.to_protocol()), task_id),
+                Some(Ok(task)) => return Handled::reply(&routed.reply.task(&task), task_id),
+                Some(Err(error)) => return Handled::reply(&routed.reply.error(&error.to_protocol()), task_id),
                 None => {}
             },
             Route::CallTool(call) => {
                 if let Err(error) = engine.admit_call(call) {
-                    return Handled::reply(&routed.error(&error), None);
+                    return Handled::reply(&routed.reply.error(&error), None);
                 }
                 // The previous MRTR round's state comes back sealed: open it, or refuse the call.
                 let state = match call.request_state.as_deref() {
@@ -460,7 +460,7 @@ impl NativeServer {
                             engine.now_ms(),
                         ) {
                             Ok(state) => Some(state),
-                            Err(error) => return Handled::reply(&routed.error(&error), None),
+                            Err(error) => return Handled::reply(&routed.reply.error(&error), None),
                         }
                     }
                 };
@@ -489,7 +489,7 @@ impl NativeServer {
                         Handled { reply, task: parking_lot::Mutex::new(Some(task)), ..Handled::nothing() }
                     }
                     Finishing::Done(Ok(Either::B(reply))) => Handled { reply: Some(reply), ..Handled::nothing() },
-                    Finishing::Done(Err(error)) => Handled::reply(&inner.routed.error(&error), None),
+                    Finishing::Done(Err(error)) => Handled::reply(&inner.routed.reply.error(&error), None),
                     running @ Finishing::Running(_) => {
                         let creation = Creation { state: parking_lot::Mutex::new(Some(running)) };
                         Handled { creation: parking_lot::Mutex::new(Some(creation)), ..Handled::nothing() }
@@ -610,14 +610,14 @@ impl NativeToolCall {
                 Some(request_state::seal(&inner.key, &inner.routed.principal, &inner.call.name, &state, expires))
             }
         };
-        Ok(http_reply(&inner.routed.result(input_required_result(requests, sealed))))
+        Ok(http_reply(&inner.routed.reply.result(input_required_result(requests, sealed))))
     }
 
     /// The reply refusing the call with a JSON-RPC error before any task exists.
     #[napi]
     pub fn error(&self, code: i64, message: String, data_json: Option<String>) -> napi::Result<HttpReply> {
         let error = rpc_error(code, message, data_json)?;
-        Ok(http_reply(&self.inner.routed.tool_error(&error)))
+        Ok(http_reply(&self.inner.routed.reply.tool_error(&error)))
     }
 
     /// Creates the task durably with the tool's configured options (after `prepare` let the
@@ -651,7 +651,7 @@ impl CallInner {
                     .await
                     .map_err(|e| e.to_protocol())?;
                 let created = serde_json::to_value(created).expect("results serialize");
-                return Ok(Either::B(http_reply(&self.routed.result(created))));
+                return Ok(Either::B(http_reply(&self.routed.reply.result(created))));
             }
             // Only a resumable tool's call is kept: a later attempt makes it again.
             let stored = options.resume.map(|_| self.stored());
@@ -661,7 +661,7 @@ impl CallInner {
                 .await
                 .map_err(|e| e.to_protocol())?;
             let created = serde_json::to_value(created).expect("results serialize");
-            Ok(Either::A(NativeTask::new(ctx, http_reply(&self.routed.result(created)), self.runtime.clone())))
+            Ok(Either::A(NativeTask::new(ctx, http_reply(&self.routed.reply.result(created)), self.runtime.clone())))
         };
         now_or_spawn(&runtime, future)
     }

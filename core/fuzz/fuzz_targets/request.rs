@@ -74,14 +74,14 @@ fuzz_target!(|data: &[u8]| {
                 let _ = reply.body();
             }
             Decision::Route(routed) => {
-                check_response(&routed.result(json!({})).message().expect("a result has a body"));
+                check_response(&routed.reply.result(json!({})).message().expect("a result has a body"));
             }
             Decision::Delegate => {}
         }
         match dispatcher.handle_stdio(Some(data), "alice") {
             StdioDecision::Reply(message) => check_response(&message),
             StdioDecision::Route(routed) => {
-                check_response(&routed.result(json!({})).message().expect("a result has a body"));
+                check_response(&routed.reply.result(json!({})).message().expect("a result has a body"));
             }
             StdioDecision::Cancel(_) | StdioDecision::Ignore => {}
         }

@@ -3,8 +3,8 @@
 //! An adapter (the axum host, the Python extension under `mcp`'s `MCPServer`, the TypeScript
 //! server) hands the [`Dispatcher`] what it received and gets back either a [`Reply`] to send
 //! as it is, or a [`Routed`] request naming the one engine operation to perform. After the
-//! operation the adapter builds its reply from the same [`Routed`] ([`Routed::result`],
-//! [`Routed::error`]) and, for `subscriptions/listen`, frames the stream with
+//! operation the adapter builds its reply from the same [`Routed`] ([`ReplyTo::result`],
+//! [`ReplyTo::error`]) and, for `subscriptions/listen`, frames the stream with
 //! [`ListenFrames`]. The adapter decides nothing: the envelope, the protocol version, the header
 //! rules (base64 forms and repeated headers included), per-tool negotiation, routing, the error
 //! table and the message shapes all come from here, so every server answers the same bytes.
@@ -269,7 +269,7 @@ impl<'a> GetTaskResultRef<'a> {
 pub enum Decision {
     /// Send this reply; nothing else happens.
     Reply(Reply),
-    /// Perform [`Routed::route`] for [`Routed::principal`], then reply through the [`Routed`].
+    /// Perform [`Routed::route`] for [`Routed::principal`], then reply through its [`Routed::reply`].
     Route(Routed),
     /// Hand the request, unchanged, to the SDK the dispatcher sits in front of (only with
     /// [`DispatcherConfig::delegate`]): it is not the extension's traffic, a synchronous
@@ -284,7 +284,7 @@ pub enum Decision {
 pub enum StdioDecision {
     /// Write this JSON-RPC message (a response or an error) as one line; nothing else happens.
     Reply(Value),
-    /// Perform [`Routed::route`], then write the message of the [`Reply`] the [`Routed`] builds
+    /// Perform [`Routed::route`], then write the message of the [`Reply`] its [`Routed::reply`] builds
     /// (or stream the listen).
     Route(Routed),
     /// `notifications/cancelled` for this earlier request: stop it (a listen stream ends there,
@@ -297,52 +297,16 @@ pub enum StdioDecision {
 /// A request routed to one engine operation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Routed {
-    /// The JSON-RPC request id.
-    pub id: RequestId,
+    /// How to answer it: its id and framing, kept apart from the route, so an adapter can move
+    /// the route into the engine and still reply.
+    pub reply: ReplyTo,
     /// The caller the operation runs for.
     pub principal: String,
     /// What to do.
     pub route: Route,
-    /// Reply as a one-event SSE stream.
-    pub sse: bool,
 }
 
-impl Routed {
-    /// What answers this request: its id and framing, apart from the route (so an adapter can
-    /// move the route into the engine and still reply).
-    pub fn reply_to(&self) -> ReplyTo {
-        ReplyTo { id: self.id.clone(), sse: self.sse }
-    }
-
-    /// The reply carrying `result` (a full result object: use the builders of this module).
-    pub fn result(&self, result: Value) -> Reply {
-        reply_result(&self.id, result, self.sse)
-    }
-
-    /// The reply to `tasks/get` showing `task` (the record the engine read for the caller):
-    /// the same message as [`Routed::result`] of [`get_result`], serialized from the record.
-    pub fn task(&self, task: &TaskRecord) -> Reply {
-        reply_task(&self.id, task, self.sse)
-    }
-
-    /// The reply carrying a protocol error, with its status from the error table.
-    pub fn error(&self, error: &ProtocolError) -> Reply {
-        error_reply(Some(&self.id), error, self.sse)
-    }
-
-    /// The reply carrying an error a tool raised while running synchronously.
-    pub fn tool_error(&self, error: &RpcError) -> Reply {
-        reply_tool_error(&self.id, error, self.sse)
-    }
-
-    /// The framer of this request's listen stream.
-    pub fn listen_frames(&self) -> ListenFrames {
-        ListenFrames { id: self.id.clone() }
-    }
-}
-
-/// The replies to one routed request, without its route ([`Routed::reply_to`]): the same
-/// builders as [`Routed`]'s.
+/// The replies to one routed request ([`Routed::reply`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplyTo {
     /// The JSON-RPC request id.
@@ -352,48 +316,37 @@ pub struct ReplyTo {
 }
 
 impl ReplyTo {
-    /// As [`Routed::result`].
+    /// The reply carrying `result` (a full result object: use the builders of this module).
     pub fn result(&self, result: Value) -> Reply {
-        reply_result(&self.id, result, self.sse)
+        self.result_of(&result)
     }
 
-    /// As [`Routed::result`], for a result that is one of this crate's types (a
+    /// [`ReplyTo::result`] of a result that is one of this crate's types (a
     /// `CreateTaskResult`): serialized once, without a [`Value`] of it first.
     pub fn result_of(&self, result: &impl Serialize) -> Reply {
         Reply::with(200, &ResponseRef { jsonrpc: "2.0", id: &self.id, result }, self.sse)
     }
 
-    /// As [`Routed::task`].
+    /// The reply to `tasks/get` showing `task` (the record the engine read for the caller):
+    /// the same message as [`ReplyTo::result`] of [`get_result`], serialized from the record.
     pub fn task(&self, task: &TaskRecord) -> Reply {
-        reply_task(&self.id, task, self.sse)
+        self.result_of(&GetTaskResultRef::new(task))
     }
 
-    /// As [`Routed::error`].
+    /// The reply carrying a protocol error, with its status from the error table.
     pub fn error(&self, error: &ProtocolError) -> Reply {
         error_reply(Some(&self.id), error, self.sse)
     }
 
-    /// As [`Routed::tool_error`].
+    /// The reply carrying an error a tool raised while running synchronously.
     pub fn tool_error(&self, error: &RpcError) -> Reply {
-        reply_tool_error(&self.id, error, self.sse)
+        Reply::with(200, &error_response(Some(&self.id), error), self.sse)
     }
 
-    /// As [`Routed::listen_frames`].
-    pub fn listen_frames(self) -> ListenFrames {
-        ListenFrames { id: self.id }
+    /// The framer of this request's listen stream.
+    pub fn listen_frames(&self) -> ListenFrames {
+        ListenFrames { id: self.id.clone() }
     }
-}
-
-fn reply_result(id: &RequestId, result: Value, sse: bool) -> Reply {
-    Reply::with(200, &ResponseRef { jsonrpc: "2.0", id, result }, sse)
-}
-
-fn reply_task(id: &RequestId, task: &TaskRecord, sse: bool) -> Reply {
-    Reply::with(200, &ResponseRef { jsonrpc: "2.0", id, result: GetTaskResultRef::new(task) }, sse)
-}
-
-fn reply_tool_error(id: &RequestId, error: &RpcError, sse: bool) -> Reply {
-    Reply::with(200, &error_response(Some(id), error), sse)
 }
 
 impl ToolCallRoute {
@@ -540,7 +493,7 @@ impl Dispatcher {
             }
             Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
         };
-        Decision::Route(Routed { id, principal: principal.to_owned(), route: routed, sse })
+        Decision::Route(Routed { reply: ReplyTo { id, sse }, principal: principal.to_owned(), route: routed })
     }
 
     /// Whether a request belongs to the SDK before [`Dispatcher::route`] looks at it: methods
@@ -596,9 +549,11 @@ impl Dispatcher {
         };
         match self.route(&method, params.as_ref(), None) {
             Ok(Routing::Answer(result)) => StdioDecision::Reply(response(&id, result)),
-            Ok(Routing::Route(route)) => {
-                StdioDecision::Route(Routed { id, principal: principal.to_owned(), route, sse: false })
-            }
+            Ok(Routing::Route(route)) => StdioDecision::Route(Routed {
+                reply: ReplyTo { id, sse: false },
+                principal: principal.to_owned(),
+                route,
+            }),
             Err(error) => refuse(Some(&id), &error),
         }
     }
@@ -832,8 +787,11 @@ mod tests {
 
     #[test]
     fn a_task_reply_is_the_get_result_of_the_detailed_task_byte_for_byte() {
-        let routed =
-            Routed { id: json!(9), principal: "p".into(), route: Route::GetTask { task_id: "t".into() }, sse: false };
+        let routed = Routed {
+            reply: ReplyTo { id: json!(9), sse: false },
+            principal: "p".into(),
+            route: Route::GetTask { task_id: "t".into() },
+        };
         let mut task =
             TaskRecord::new("t".into(), "p".into(), "o".into(), "tool".into(), 1_000, Some(60_000), Some(500));
         let mut asked = Map::new();
@@ -855,9 +813,9 @@ mod tests {
         failed.apply(3_000, crate::TaskEvent::Fail(RpcError::internal("boom"))).unwrap();
         shown.push(failed);
         for task in &shown {
-            let expected = routed.result(get_result(task.to_detailed()));
-            assert_eq!(routed.task(task).body(), expected.body(), "{:?}", task.status);
-            assert_eq!(routed.reply_to().task(task), expected);
+            let expected = routed.reply.result(get_result(task.to_detailed()));
+            // Status, framing and the JSON text alike.
+            assert_eq!(routed.reply.task(task), expected, "{:?}", task.status);
         }
     }
 
@@ -926,7 +884,7 @@ mod tests {
             StdioDecision::Route(routed) => {
                 assert_eq!(routed.principal, "me");
                 assert!(matches!(routed.route, Route::CallTool(ref c) if c.dispatch == Dispatch::Task));
-                assert!(!routed.sse);
+                assert!(!routed.reply.sse);
             }
             other => panic!("{other:?}"),
         }

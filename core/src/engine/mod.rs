@@ -700,7 +700,7 @@ impl Engine {
     /// answer needs the store: await [`Engine::get`]. (Adapters on a single-threaded event
     /// loop use it to skip a thread hop on the hottest request.)
     /// The record comes as `tasks/get` shows it: answer with
-    /// [`Routed::task`](crate::protocol::server::Routed::task).
+    /// [`ReplyTo::task`](crate::protocol::server::ReplyTo::task).
     pub fn get_cached(&self, principal: &str, id: &str) -> Option<Result<Arc<TaskRecord>, EngineError>> {
         let now = self.inner.clock.now_ms();
         let task = self.cached(id)?;

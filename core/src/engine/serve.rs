@@ -17,7 +17,7 @@ pub enum Served {
     /// The result object to answer with (`tasks/update|cancel`).
     Result(Value),
     /// The task `tasks/get` shows, as the engine read it for the caller: answer with
-    /// [`Routed::task`](crate::protocol::server::Routed::task) (or
+    /// [`ReplyTo::task`](crate::protocol::server::ReplyTo::task) (or
     /// [`get_result`](crate::protocol::server::get_result) of its
     /// [`to_detailed`](TaskRecord::to_detailed) where an SDK wants the result as a value).
     Task(Arc<TaskRecord>),

@@ -263,12 +263,12 @@ impl Host {
         let engine = &self.inner.engine;
         // The route moves into the engine (a call's arguments are not copied); the reply needs
         // only the request's id and framing.
-        let reply = routed.reply_to();
-        match engine.serve(&routed.principal, routed.route).await {
+        let Routed { reply, principal, route } = routed;
+        match engine.serve(&principal, route).await {
             Ok(Served::Result(result)) => Performed::Reply(reply.result(result)),
             Ok(Served::Task(task)) => Performed::Reply(reply.task(&task)),
             Ok(Served::Listen(subscription)) => Performed::Listen(subscription, reply.listen_frames()),
-            Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&routed.principal, call).await {
+            Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&principal, call).await {
                 Ok(Answer::Result(result)) => reply.result(result),
                 Ok(Answer::Created(created)) => reply.result_of(&created),
                 Err(Failure::Protocol(e)) => reply.error(&e),

@@ -64,12 +64,12 @@ impl Host {
                     let host = self.clone();
                     let lines = lines.clone();
                     let registry = Arc::clone(&listens);
-                    let listen = matches!(routed.route, Route::Listen { .. }).then(|| key(&routed.id));
+                    let listen = matches!(routed.route, Route::Listen { .. }).then(|| key(&routed.reply.id));
                     // Held while spawning, so a listen that ends at once cannot remove its entry
                     // before it is made.
                     let mut open = listens.lock();
                     let work = tokio::spawn(async move {
-                        let id = routed.id.clone();
+                        let id = routed.reply.id.clone();
                         match host.performed(routed).await {
                             Performed::Reply(reply) => {
                                 if let Some(json) = reply.json() {

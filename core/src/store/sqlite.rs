@@ -997,7 +997,8 @@ enum Step {
 /// record: an insert then an update become one insert, updates become one update expecting
 /// the stored version. Each was checked against the versions before it was logged, so the rows
 /// end the same, with a row written once instead of once per change (measured with
-/// `limits --only creates`: about half of the writer thread's time). A write someone waits
+/// `limits --only creates`: the writer thread's share of all CPU went from 21% to 16%, with
+/// the row JSON taken from the log as well). A write someone waits
 /// for (a purge, an operator's request) ends a run: nothing is moved across it.
 fn coalesce(group: &[Job]) -> Vec<Step> {
     let mut steps: Vec<Step> = group.iter().map(|_| Step::Apply).collect();
