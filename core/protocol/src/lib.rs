@@ -21,5 +21,5 @@ pub use error::{
     ERROR_CLASSES, ERROR_TABLE, ErrorClass, ErrorKind, ProtocolError, QuotaScope, RpcError, class_for_code,
 };
 pub use negotiation::{Dispatch, Envelope, TaskMode};
-pub use task::{Resume, StoredCall, TaskEvent, TaskRecord, TransitionError};
+pub use task::{Resume, SparseMap, StoredCall, TaskEvent, TaskRecord, TransitionError};
 pub use types::*;

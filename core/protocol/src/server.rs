@@ -256,9 +256,9 @@ impl<'a> GetTaskResultRef<'a> {
             last_updated_at: format_ms(task.updated_at_ms),
             ttl_ms: task.ttl_ms,
             poll_interval_ms: task.poll_interval_ms,
-            input_requests: (task.status == TaskStatus::InputRequired).then_some(&task.input_requests),
-            result: if task.status == TaskStatus::Completed { task.result.as_ref() } else { None },
-            error: if task.status == TaskStatus::Failed { task.error.as_ref() } else { None },
+            input_requests: (task.status == TaskStatus::InputRequired).then_some(&*task.input_requests),
+            result: if task.status == TaskStatus::Completed { task.result.as_deref() } else { None },
+            error: if task.status == TaskStatus::Failed { task.error.as_deref() } else { None },
         }
     }
 }

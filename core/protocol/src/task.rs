@@ -56,20 +56,21 @@ pub struct TaskRecord {
     /// Suggested poll interval in ms.
     pub poll_interval_ms: Option<u64>,
     /// Outstanding input requests.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub input_requests: InputRequests,
+    #[serde(default, skip_serializing_if = "SparseMap::is_empty")]
+    pub input_requests: SparseMap,
     /// Every input key ever issued (keys are unique for the task's life).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub issued_keys: BTreeSet<String>,
     /// Answers received and not yet handed to the work.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub answers: InputResponses,
-    /// The `CallToolResult` once completed.
+    #[serde(default, skip_serializing_if = "SparseMap::is_empty")]
+    pub answers: SparseMap,
+    /// The `CallToolResult` once completed. Boxed, as `error`: every running task's record is in
+    /// memory, and neither is set before the task ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub result: Option<Box<Value>>,
     /// The JSON-RPC error once failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<RpcError>,
+    pub error: Option<Box<RpcError>>,
     /// Incremented on every change; stores use it for compare-and-set.
     pub version: u64,
     /// Attempts started: 1 for a task run where it was created, 0 while a task created for
@@ -95,6 +96,86 @@ pub struct TaskRecord {
     /// their answers rather than a duplicate-key error.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub reissuable_keys: BTreeSet<String>,
+}
+
+/// A JSON object map (a record's input requests or answers) that is one pointer while empty:
+/// most tasks never ask for input, every running task's record is in memory, and an empty
+/// `Map` is 72 bytes inline. Reads and writes go through `Deref` and `DerefMut` to the map (a
+/// write allocates it); `remove` and `clear` free it once empty. Serialized as the map.
+#[derive(Clone, Default)]
+pub struct SparseMap(Option<Box<Map<String, Value>>>);
+
+impl SparseMap {
+    /// True without entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|map| map.is_empty())
+    }
+
+    /// Removes `key`, returning its value if it was there; frees the map once empty.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let map = self.0.as_mut()?;
+        let value = map.remove(key);
+        if map.is_empty() {
+            self.0 = None;
+        }
+        value
+    }
+
+    /// Removes every entry and frees the map.
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// Takes the map out, leaving this empty.
+    pub fn take(&mut self) -> Map<String, Value> {
+        self.0.take().map(|map| *map).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for SparseMap {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        self.0.as_deref().unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    }
+}
+
+impl std::ops::DerefMut for SparseMap {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        self.0.get_or_insert_default()
+    }
+}
+
+impl From<Map<String, Value>> for SparseMap {
+    fn from(map: Map<String, Value>) -> Self {
+        Self((!map.is_empty()).then(|| Box::new(map)))
+    }
+}
+
+/// Equal when the entries are: an emptied map equals one never written.
+impl PartialEq for SparseMap {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for SparseMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl Serialize for SparseMap {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for SparseMap {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer).map(Self::from)
+    }
 }
 
 fn first_attempt() -> u32 {
@@ -274,9 +355,9 @@ impl TaskRecord {
             updated_at_ms: now_ms,
             ttl_ms,
             poll_interval_ms,
-            input_requests: Map::new(),
+            input_requests: SparseMap::default(),
             issued_keys: BTreeSet::new(),
-            answers: Map::new(),
+            answers: SparseMap::default(),
             result: None,
             error: None,
             version: 1,
@@ -371,12 +452,12 @@ impl TaskRecord {
             }
             TaskEvent::Complete(result) => {
                 self.finish(TaskStatus::Completed);
-                self.result = Some(with_complete_result_type(result));
+                self.result = Some(Box::new(with_complete_result_type(result)));
             }
             TaskEvent::Fail(error) => {
                 self.finish(TaskStatus::Failed);
                 self.status_message = Some(error.message.clone());
-                self.error = Some(error);
+                self.error = Some(Box::new(error));
             }
             TaskEvent::Cancel => {
                 self.finish(TaskStatus::Cancelled);
@@ -385,10 +466,10 @@ impl TaskRecord {
             TaskEvent::Expire => {
                 self.finish(TaskStatus::Failed);
                 self.status_message = Some(EXPIRED_MESSAGE.to_owned());
-                self.error = Some(
+                self.error = Some(Box::new(
                     RpcError::new(ErrorKind::Internal.code(), EXPIRED_MESSAGE)
                         .with_data(serde_json::json!({ "reason": "expired" })),
-                );
+                ));
             }
             TaskEvent::Abandon(message) => {
                 if self.is_waiting() {
@@ -413,17 +494,17 @@ impl TaskRecord {
                         self.finish(TaskStatus::Failed);
                         self.status_message = Some(text.clone());
                         self.error =
-                            Some(RpcError::new(ErrorKind::Internal.code(), text).with_data(
+                            Some(Box::new(RpcError::new(ErrorKind::Internal.code(), text).with_data(
                                 serde_json::json!({ "reason": ATTEMPTS_EXHAUSTED, "attempts": self.attempt }),
-                            ));
+                            )));
                     }
                 } else {
                     self.finish(TaskStatus::Failed);
                     self.status_message = Some(message.clone());
-                    self.error = Some(
+                    self.error = Some(Box::new(
                         RpcError::new(ErrorKind::Internal.code(), message)
                             .with_data(serde_json::json!({ "reason": "server_restarted" })),
-                    );
+                    ));
                 }
             }
             TaskEvent::Checkpoint(value) => {
@@ -481,9 +562,10 @@ impl TaskRecord {
     pub fn to_detailed(&self) -> DetailedTask {
         DetailedTask {
             task: self.to_task(),
-            input_requests: (self.status == TaskStatus::InputRequired).then(|| self.input_requests.clone()),
-            result: if self.status == TaskStatus::Completed { self.result.clone() } else { None },
-            error: if self.status == TaskStatus::Failed { self.error.clone() } else { None },
+            input_requests: (self.status == TaskStatus::InputRequired)
+                .then(|| InputRequests::clone(&self.input_requests)),
+            result: if self.status == TaskStatus::Completed { self.result.as_deref().cloned() } else { None },
+            error: if self.status == TaskStatus::Failed { self.error.as_deref().cloned() } else { None },
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The handle a task's work holds: status messages, input requests, cancellation, and the
 //! final result or error.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -24,18 +26,17 @@ pub struct TaskContext {
 pub struct TaskHandle {
     engine: Engine,
     live: Arc<Live>,
-    id: String,
 }
 
 impl std::fmt::Debug for TaskContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TaskContext").field("id", &self.handle.id).finish_non_exhaustive()
+        f.debug_struct("TaskContext").field("id", &self.handle.task_id()).finish_non_exhaustive()
     }
 }
 
 impl std::fmt::Debug for TaskHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TaskHandle").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("TaskHandle").field("id", &self.task_id()).finish_non_exhaustive()
     }
 }
 
@@ -52,8 +53,7 @@ pub const NO_RESULT_MESSAGE: &str = "Task failed: its work ended without a resul
 
 impl TaskContext {
     pub(super) fn new(engine: Engine, live: Arc<Live>) -> Self {
-        let id = live.committed.read().id.clone();
-        Self { handle: TaskHandle { engine, live, id }, finished: false }
+        Self { handle: TaskHandle { engine, live }, finished: false }
     }
 
     /// A cloneable handle for the work (everything but finishing).
@@ -92,7 +92,7 @@ impl TaskContext {
 impl TaskHandle {
     /// The task id.
     pub fn task_id(&self) -> &str {
-        &self.id
+        &self.live.id
     }
 
     /// The current status as last committed.
@@ -117,7 +117,14 @@ impl TaskHandle {
 
     /// Sets the task's `statusMessage` (visible to `tasks/get` and listeners once this returns).
     pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), EngineError> {
-        self.engine.change_work(&self.live, TaskEvent::SetStatusMessage(message.into())).await.map(|_| ())
+        self.change(TaskEvent::SetStatusMessage(message.into())).await
+    }
+
+    /// Applies a change the work asked for. Boxed with its event (~200 B inline), so a tool
+    /// future that awaits one carries a pointer for the task's whole life: a future is as large
+    /// as its largest await.
+    fn change(&self, event: TaskEvent) -> Pin<Box<dyn Future<Output = Result<(), EngineError>> + Send + '_>> {
+        Box::pin(async move { self.engine.change_live(&self.live, event).await.map(|_| ()) })
     }
 
     /// This attempt's number: 1 for the task's first run, 2 or more for a resumable task run
@@ -137,7 +144,7 @@ impl TaskHandle {
     /// refused with -32602 and the previous checkpoint stays.
     pub async fn checkpoint(&self, value: Value) -> Result<(), EngineError> {
         Limits::check("checkpoint", &value, self.engine.config().limits.max_checkpoint_bytes)?;
-        self.engine.change_work(&self.live, TaskEvent::Checkpoint(value)).await.map(|_| ())
+        self.change(TaskEvent::Checkpoint(value)).await
     }
 
     /// Asks the client for input: the task becomes `input_required` with `requests` (keys must
@@ -148,7 +155,7 @@ impl TaskHandle {
         let (tx, rx) = oneshot::channel();
         let keys: Vec<String> = requests.keys().cloned().collect();
         self.live.waiters.lock().push(Waiter { keys: keys.clone(), tx });
-        if let Err(e) = self.engine.change_work(&self.live, TaskEvent::RequestInput(requests)).await {
+        if let Err(e) = self.change(TaskEvent::RequestInput(requests)).await {
             self.live.waiters.lock().retain(|w| w.keys != keys);
             return Err(e);
         }

@@ -111,7 +111,7 @@ impl Engine {
             if !set.unwait(&record.id) {
                 set.adopt(&record.principal);
             }
-            set.tasks.insert(record.id.clone(), Arc::clone(&live));
+            set.tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
         }
         let _ = self.inner.changes.send(Arc::clone(&record));
         ClaimedTask {

@@ -216,6 +216,8 @@ pub(crate) struct Waiter {
 }
 
 pub(crate) struct Live {
+    /// The task id: one allocation, shared by the live set's key and every handle of the work.
+    id: Arc<str>,
     /// The last committed record; reads clone the `Arc` and never wait on the store.
     committed: RwLock<Arc<TaskRecord>>,
     /// Serializes changes to this task so compare-and-set writes go out in order.
@@ -244,7 +246,7 @@ pub(crate) struct Inner {
 /// a create reserves its place before the store write, so concurrent creates cannot pass a cap.
 #[derive(Default)]
 struct LiveSet {
-    tasks: HashMap<String, Arc<Live>>,
+    tasks: HashMap<Arc<str>, Arc<Live>>,
     /// On a store only this engine writes: the tasks that wait for a worker (enqueued here, or
     /// resumable tasks the last process left), by principal. They keep their place under the
     /// caps until claimed (then they count as running) or finished.
@@ -592,7 +594,7 @@ impl Engine {
         let record = Arc::new(record);
         self.insert_new(&record).await?;
         let live = Self::new_live(Arc::clone(&record));
-        self.inner.live.lock().tasks.insert(record.id.clone(), Arc::clone(&live));
+        self.inner.live.lock().tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
         let _ = self.inner.changes.send(Arc::clone(&record));
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
         Ok((result, TaskContext::new(self.clone(), live)))
@@ -644,6 +646,7 @@ impl Engine {
 
     fn new_live(record: Arc<TaskRecord>) -> Arc<Live> {
         Arc::new(Live {
+            id: Arc::from(record.id.as_str()),
             committed: RwLock::new(record),
             write_lock: tokio::sync::Mutex::new(()),
             cancel: CancellationToken::new(),

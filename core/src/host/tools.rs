@@ -17,10 +17,11 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments object.
     pub arguments: Map<String, Value>,
-    /// MRTR answers sent with this round, if any.
-    pub input_responses: Option<InputResponses>,
+    /// MRTR answers sent with this round, if any. Boxed, as `state`: most calls carry neither,
+    /// and a running task's tool future holds its call for the task's whole life.
+    pub input_responses: Option<Box<InputResponses>>,
     /// The state the handler returned from the previous MRTR round, verified and opened.
-    pub state: Option<Value>,
+    pub state: Option<Box<Value>>,
     /// The caller's principal.
     pub principal: String,
     /// The request's `_meta` envelope (capabilities, client info), shared with other calls that
@@ -33,8 +34,8 @@ impl ToolCall {
     pub(crate) fn stored(&self) -> StoredCall {
         StoredCall {
             arguments: self.arguments.clone(),
-            input_responses: self.input_responses.clone(),
-            state: self.state.clone(),
+            input_responses: self.input_responses.as_deref().cloned(),
+            state: self.state.as_deref().cloned(),
             envelope: Some(Envelope::clone(&self.envelope)),
         }
     }

@@ -144,7 +144,7 @@ struct AskName(Scripts);
 impl ToolHandler for AskName {
     async fn prepare(&self, call: &ToolCall) -> Result<Prepared, RpcError> {
         let has_answer = call.input_responses.as_ref().is_some_and(|r| r.contains_key("user_name"));
-        if has_answer && call.state == Some(json!({"round": 1})) {
+        if has_answer && call.state.as_deref() == Some(&json!({"round": 1})) {
             return Ok(Prepared::Ready);
         }
         let mut requests = Map::new();
