@@ -590,6 +590,46 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn a_sparse_map_is_a_map_that_frees_itself_when_emptied() {
+        let mut map = SparseMap::default();
+        assert!(map.is_empty() && map.0.is_none());
+        assert_eq!(map.get("a"), None);
+        assert_eq!(map.remove("a"), None);
+        assert!(map.0.is_none(), "removing from an empty map allocates nothing");
+        map.insert("a".into(), json!(1));
+        map.insert("b".into(), json!(2));
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.remove("a"), Some(json!(1)));
+        assert!(map.0.is_some());
+        assert_eq!(map.remove("b"), Some(json!(2)));
+        assert!(map.0.is_none(), "the last removal frees the map");
+        // An emptied map equals one never written, and both serialize as `{}`.
+        let mut emptied = SparseMap::from(Map::from_iter([("k".to_owned(), json!(true))]));
+        emptied.take();
+        assert_eq!(emptied, SparseMap::default());
+        assert_eq!(serde_json::to_value(&emptied).unwrap(), json!({}));
+        let kept: SparseMap = serde_json::from_value(json!({"k": {"x": 1}})).unwrap();
+        assert_eq!(serde_json::to_value(&kept).unwrap(), json!({"k": {"x": 1}}));
+        let none: SparseMap = serde_json::from_value(json!({})).unwrap();
+        assert!(none.0.is_none(), "an empty object decodes to no allocation");
+        assert!(serde_json::from_value::<SparseMap>(json!([1])).is_err());
+    }
+
+    #[test]
+    fn a_records_empty_parts_take_a_pointer_each() {
+        // Every running task's record is in memory: what most tasks never set is boxed or
+        // sparse (a `Map` inline is 72 bytes, an `RpcError` 104). A guard, not a benchmark.
+        #[cfg(target_pointer_width = "64")]
+        assert!(std::mem::size_of::<TaskRecord>() <= 448, "{}", std::mem::size_of::<TaskRecord>());
+        let mut task = record();
+        task.apply(1, TaskEvent::RequestInput(Map::from_iter([("q".to_owned(), json!({}))]))).unwrap();
+        task.apply(2, TaskEvent::Complete(json!({"content": []}))).unwrap();
+        assert!(task.input_requests.0.is_none() && task.answers.0.is_none(), "a terminal record keeps no maps");
+        let back: TaskRecord = serde_json::from_value(serde_json::to_value(&task).unwrap()).unwrap();
+        assert_eq!(back, task);
+    }
+
     fn record() -> TaskRecord {
         TaskRecord::new("t1".into(), "p".into(), "o".into(), "tool".into(), 1000, Some(60_000), Some(500))
     }
