@@ -650,8 +650,7 @@ impl CallInner {
                     .enqueue_task(&self.routed.principal, &self.call.name, options, self.stored())
                     .await
                     .map_err(|e| e.to_protocol())?;
-                let created = serde_json::to_value(created).expect("results serialize");
-                return Ok(Either::B(http_reply(&self.routed.reply.result(created))));
+                return Ok(Either::B(http_reply(&self.routed.reply.result_of(&created))));
             }
             // Only a resumable tool's call is kept: a later attempt makes it again.
             let stored = options.resume.map(|_| self.stored());
@@ -660,8 +659,11 @@ impl CallInner {
                 .create_task_for(&self.routed.principal, &self.call.name, options, stored)
                 .await
                 .map_err(|e| e.to_protocol())?;
-            let created = serde_json::to_value(created).expect("results serialize");
-            Ok(Either::A(NativeTask::new(ctx, http_reply(&self.routed.reply.result(created)), self.runtime.clone())))
+            Ok(Either::A(NativeTask::new(
+                ctx,
+                http_reply(&self.routed.reply.result_of(&created)),
+                self.runtime.clone(),
+            )))
         };
         now_or_spawn(&runtime, future)
     }

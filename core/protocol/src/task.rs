@@ -125,11 +125,6 @@ impl SparseMap {
     pub fn clear(&mut self) {
         self.0 = None;
     }
-
-    /// Takes the map out, leaving this empty.
-    pub fn take(&mut self) -> Map<String, Value> {
-        self.0.take().map(|map| *map).unwrap_or_default()
-    }
 }
 
 impl std::ops::Deref for SparseMap {
@@ -606,7 +601,7 @@ mod tests {
         assert!(map.0.is_none(), "the last removal frees the map");
         // An emptied map equals one never written, and both serialize as `{}`.
         let mut emptied = SparseMap::from(Map::from_iter([("k".to_owned(), json!(true))]));
-        emptied.take();
+        emptied.remove("k");
         assert_eq!(emptied, SparseMap::default());
         assert_eq!(serde_json::to_value(&emptied).unwrap(), json!({}));
         let kept: SparseMap = serde_json::from_value(json!({"k": {"x": 1}})).unwrap();

@@ -1,8 +1,6 @@
 //! The handle a task's work holds: status messages, input requests, cancellation, and the
 //! final result or error.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -117,14 +115,7 @@ impl TaskHandle {
 
     /// Sets the task's `statusMessage` (visible to `tasks/get` and listeners once this returns).
     pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), EngineError> {
-        self.change(TaskEvent::SetStatusMessage(message.into())).await
-    }
-
-    /// Applies a change the work asked for. Boxed with its event (~200 B inline), so a tool
-    /// future that awaits one carries a pointer for the task's whole life: a future is as large
-    /// as its largest await.
-    fn change(&self, event: TaskEvent) -> Pin<Box<dyn Future<Output = Result<(), EngineError>> + Send + '_>> {
-        Box::pin(async move { self.engine.change_live(&self.live, event).await.map(|_| ()) })
+        self.engine.change_work(&self.live, TaskEvent::SetStatusMessage(message.into())).await.map(|_| ())
     }
 
     /// This attempt's number: 1 for the task's first run, 2 or more for a resumable task run
@@ -144,7 +135,7 @@ impl TaskHandle {
     /// refused with -32602 and the previous checkpoint stays.
     pub async fn checkpoint(&self, value: Value) -> Result<(), EngineError> {
         Limits::check("checkpoint", &value, self.engine.config().limits.max_checkpoint_bytes)?;
-        self.change(TaskEvent::Checkpoint(value)).await
+        self.engine.change_work(&self.live, TaskEvent::Checkpoint(value)).await.map(|_| ())
     }
 
     /// Asks the client for input: the task becomes `input_required` with `requests` (keys must
@@ -155,7 +146,7 @@ impl TaskHandle {
         let (tx, rx) = oneshot::channel();
         let keys: Vec<String> = requests.keys().cloned().collect();
         self.live.waiters.lock().push(Waiter { keys: keys.clone(), tx });
-        if let Err(e) = self.change(TaskEvent::RequestInput(requests)).await {
+        if let Err(e) = self.engine.change_work(&self.live, TaskEvent::RequestInput(requests)).await {
             self.live.waiters.lock().retain(|w| w.keys != keys);
             return Err(e);
         }

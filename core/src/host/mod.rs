@@ -363,7 +363,7 @@ impl crate::engine::Executor for Host {
 
 /// Spawns a task's work: runs the tool, turns a panic into a failure, and records the outcome,
 /// inside a `mcp_task` span.
-fn spawn_work(tool: &Tool, call: ToolCall, ctx: TaskContext) {
+fn spawn_work(tool: &Tool, mut call: ToolCall, ctx: TaskContext) {
     let handler = Arc::clone(&tool.handler);
     let span = tracing::info_span!(
         "mcp_task",
@@ -374,7 +374,6 @@ fn spawn_work(tool: &Tool, call: ToolCall, ctx: TaskContext) {
     );
     // The call lives as long as the task: its arguments, decoded by growing a map (a two-key
     // object had room for three entries, ~100 B each), are rebuilt to their exact size.
-    let mut call = call;
     call.arguments = std::mem::take(&mut call.arguments).into_iter().collect();
     // Boxed into the spawned future and moved out into the (boxed) run, so the spawned future
     // keeps a pointer, not a second, dead copy of the call. The box is taken into a block that
