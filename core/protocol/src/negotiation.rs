@@ -38,10 +38,7 @@ impl Envelope {
 
     /// True when this very request declares the tasks extension.
     pub fn declares_tasks(&self) -> bool {
-        self.client_capabilities
-            .get("extensions")
-            .and_then(Value::as_object)
-            .is_some_and(|exts| exts.get(EXTENSION_ID).is_some_and(Value::is_object))
+        declares_tasks(&self.client_capabilities)
     }
 
     /// True when this request declares the named top-level client capability
@@ -52,8 +49,53 @@ impl Envelope {
 
     /// Refuses with -32021 unless this request declares the tasks extension.
     pub fn require_tasks(&self, what: &str) -> Result<(), ProtocolError> {
-        if self.declares_tasks() { Ok(()) } else { Err(missing_tasks_capability(what)) }
+        require_tasks(&self.client_capabilities, what)
     }
+}
+
+/// The `_meta` envelope as the request carries it, borrowed from its params: what the dispatcher
+/// checks on every request. Only a call that keeps it copies it ([`EnvelopeRef::to_envelope`]):
+/// a copy of the capabilities per `tasks/get` showed in profiles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EnvelopeRef<'a> {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub protocol_version: &'a str,
+    /// `io.modelcontextprotocol/clientCapabilities` for this request only.
+    pub client_capabilities: &'a Map<String, Value>,
+    /// `io.modelcontextprotocol/clientInfo`, self-reported.
+    pub client_info: Option<&'a Value>,
+}
+
+impl EnvelopeRef<'_> {
+    /// The envelope, copied out of the request.
+    pub fn to_envelope(&self) -> Envelope {
+        Envelope {
+            protocol_version: self.protocol_version.to_owned(),
+            client_capabilities: self.client_capabilities.clone(),
+            client_info: self.client_info.cloned(),
+        }
+    }
+
+    /// True when this very request declares the tasks extension.
+    pub fn declares_tasks(&self) -> bool {
+        declares_tasks(self.client_capabilities)
+    }
+
+    /// Refuses with -32021 unless this request declares the tasks extension.
+    pub fn require_tasks(&self, what: &str) -> Result<(), ProtocolError> {
+        require_tasks(self.client_capabilities, what)
+    }
+}
+
+fn declares_tasks(client_capabilities: &Map<String, Value>) -> bool {
+    client_capabilities
+        .get("extensions")
+        .and_then(Value::as_object)
+        .is_some_and(|exts| exts.get(EXTENSION_ID).is_some_and(Value::is_object))
+}
+
+fn require_tasks(client_capabilities: &Map<String, Value>, what: &str) -> Result<(), ProtocolError> {
+    if declares_tasks(client_capabilities) { Ok(()) } else { Err(missing_tasks_capability(what)) }
 }
 
 /// The -32021 error naming the tasks extension in `data.requiredCapabilities`.
@@ -69,12 +111,13 @@ pub fn missing_tasks_capability(what: &str) -> ProtocolError {
 /// unsupported version is -32022.
 pub fn parse_envelope(params: Option<&Value>) -> Result<Envelope, ProtocolError> {
     let envelope = parse_envelope_shape(params)?;
-    check_version(&envelope.protocol_version)?;
-    Ok(envelope)
+    check_version(envelope.protocol_version)?;
+    Ok(envelope.to_envelope())
 }
 
-/// [`parse_envelope`] without the version check, for callers that check headers in between.
-pub fn parse_envelope_shape(params: Option<&Value>) -> Result<Envelope, ProtocolError> {
+/// [`parse_envelope`] without the version check (for callers that check headers in between),
+/// and without copying the envelope out of `params`.
+pub fn parse_envelope_shape(params: Option<&Value>) -> Result<EnvelopeRef<'_>, ProtocolError> {
     let meta = match params.and_then(|p| p.get("_meta")) {
         Some(Value::Object(meta)) => meta,
         // mcp 2.3.0's words for the same rule (`shared/inbound.py`).
@@ -94,14 +137,14 @@ pub fn parse_envelope_shape(params: Option<&Value>) -> Result<Envelope, Protocol
         )));
     }
     let protocol_version = match meta.get(META_PROTOCOL_VERSION) {
-        Some(Value::String(version)) => version.clone(),
+        Some(Value::String(version)) => version.as_str(),
         Some(_) => {
             return Err(ProtocolError::InvalidParams(format!("_meta[{META_PROTOCOL_VERSION:?}] must be a string")));
         }
         None => return Err(ProtocolError::InvalidParams(format!("_meta[{META_PROTOCOL_VERSION:?}] is required"))),
     };
     let client_capabilities = match meta.get(META_CLIENT_CAPABILITIES) {
-        Some(Value::Object(caps)) => caps.clone(),
+        Some(Value::Object(caps)) => caps,
         Some(_) => {
             return Err(ProtocolError::InvalidParams(format!("_meta[{META_CLIENT_CAPABILITIES:?}] must be an object")));
         }
@@ -114,7 +157,7 @@ pub fn parse_envelope_shape(params: Option<&Value>) -> Result<Envelope, Protocol
     {
         return Err(ProtocolError::InvalidParams("clientCapabilities.extensions must be an object".into()));
     }
-    Ok(Envelope { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO).cloned() })
+    Ok(EnvelopeRef { protocol_version, client_capabilities, client_info: meta.get(META_CLIENT_INFO) })
 }
 
 /// True when a request claims the per-request envelope of the 2026-07-28 revision: its

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{ProtocolError, RpcError};
 use crate::headers::{self, StandardHeaders};
-use crate::negotiation::{self, Dispatch, Envelope, SUPPORTED_VERSIONS, TaskMode};
+use crate::negotiation::{self, Dispatch, Envelope, EnvelopeRef, SUPPORTED_VERSIONS, TaskMode};
 use crate::request::{self, Incoming, Method};
 use crate::task::{StoredCall, TaskRecord};
 use crate::time::format_ms;
@@ -577,9 +577,9 @@ impl Dispatcher {
         // than told its version is unsupported.
         let envelope = negotiation::parse_envelope_shape(params)?;
         if let Some(headers) = headers {
-            headers::validate(method, params, &envelope.protocol_version, headers.standard()?)?;
+            headers::validate(method, params, envelope.protocol_version, headers.standard()?)?;
         }
-        negotiation::check_version(&envelope.protocol_version)?;
+        negotiation::check_version(envelope.protocol_version)?;
         let route = match parsed {
             Method::Discover => return Ok(Routing::Answer(self.discover())),
             Method::ToolsList => return Ok(Routing::Answer(self.tools_list())),
@@ -616,7 +616,11 @@ impl Dispatcher {
         negotiation::decide(self.tool_mode(tool).unwrap_or_default(), false)
     }
 
-    fn route_tool_call(&self, params: Option<&Value>, envelope: Envelope) -> Result<ToolCallRoute, ProtocolError> {
+    fn route_tool_call(
+        &self,
+        params: Option<&Value>,
+        envelope: EnvelopeRef<'_>,
+    ) -> Result<ToolCallRoute, ProtocolError> {
         let params = request::call_tool_params(params)?;
         let mode = self
             .tool_mode(&params.name)
@@ -628,7 +632,7 @@ impl Dispatcher {
             arguments: params.arguments,
             input_responses: params.input_responses,
             request_state: params.request_state,
-            envelope,
+            envelope: envelope.to_envelope(),
         })
     }
 
