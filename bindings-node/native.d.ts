@@ -11,17 +11,17 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /**
  * A task being created: `take()` it when the store already holds it, else `wait()` for it.
- * What comes is the task to run and send the `creationReply` of, or, on a server that only
- * accepts (`acceptsOnly`), the reply to send for the task enqueued for a worker.
+ * What comes is a `TaskReply` (the creation reply to send, the task to run), or, on a server
+ * that only accepts (`acceptsOnly`), the reply to send for the task enqueued for a worker.
  */
 export declare class Creation {
   /**
    * The created task when its creation finished at once (throws if it failed); `null`
    * while it is still running: `wait()` then.
    */
-  take(): NativeTask | HttpReply | null
+  take(): TaskReply | HttpReply | null
   /** The created task, once the store holds it. */
-  wait(): Promise<NativeTask | HttpReply>
+  wait(): Promise<TaskReply | HttpReply>
 }
 
 /**
@@ -30,10 +30,7 @@ export declare class Creation {
  * means the SDK serves it.
  */
 export declare class Handled {
-  /**
-   * A task creation still running, once: `wait()` for the task, then send its
-   * `creationReply`.
-   */
+  /** A task creation still running, once: `wait()` for its `TaskReply`, then send that reply. */
   takeCreation(): Creation | null
   /** True when the answer needs the store: await `perform()`. */
   get pending(): boolean
@@ -182,9 +179,9 @@ export declare class NativeServer {
    * A reply core gave without anything else to do comes back as a plain object (most
    * answers: refusals, `tasks/get` from memory); everything else as a `Handled`.
    * A task call of a tool without `prepare` whose task a local store created at once comes
-   * back as the `NativeTask` itself (send its `creationReply`, run its tool).
+   * back as a `TaskReply` (send it as the reply, run its `task`'s tool).
    */
-  handle(method: string, headers: Array<string>, body?: Buffer | undefined | null, principal?: string | undefined | null): HttpReply | NativeTask | Handled
+  handle(method: string, headers: Array<string>, body?: Buffer | undefined | null, principal?: string | undefined | null): HttpReply | TaskReply | Handled
   /** Moves the manual clock forward; throws unless opened with `clockStartMs`. */
   advanceClock(ms: number): void
   /** Runs one TTL sweep now; resolves to `[expired, purged]`. */
@@ -195,8 +192,6 @@ export declare class NativeServer {
 export declare class NativeTask {
   /** The task id. */
   get taskId(): string
-  /** The answer to the `tools/call` that created the task. */
-  get creationReply(): HttpReply
   /**
    * True once the task was cancelled or expired (here, by another worker adopted from the
    * store, or by a sweep). Cheap: the host checks it after every `tasks/*` request it served
@@ -338,8 +333,8 @@ export declare class NativeToolCall {
   /**
    * Creates the task durably with the tool's configured options (after `prepare` let the
    * call through). A local store (memory, SQLite's redo log) finishes at once: `take()` has
-   * the task. Otherwise `wait()` resolves to it. Send the task's `creationReply` only then:
-   * the store holds the task.
+   * the `TaskReply`. Otherwise `wait()` resolves to it. Send that reply only then: the store
+   * holds the task.
    */
   createTask(): Creation
 }
@@ -397,3 +392,18 @@ export declare const PROTOCOL_VERSION: string
 
 /** The request headers core reads (lower case): a host may pass only these to `handle`. */
 export declare function readHeaders(): Array<string>
+
+/**
+ * The answer to a `tools/call` that created a task: the creation reply to send, and the task
+ * to run. One object, so the common task call crosses the boundary once.
+ */
+export interface TaskReply {
+  /** The HTTP status. */
+  status: number
+  /** The response headers (lower-case names). */
+  headers: Record<string, string>
+  /** The body: the `CreateTaskResult`. */
+  body: string
+  /** The created task, for the host to run. */
+  task: NativeTask
+}

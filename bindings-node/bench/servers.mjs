@@ -2,7 +2,8 @@
 //   sqlite   McpServer + mcp-tasks/server on its default store (SQLite, a fresh file)
 //   memory   the same on memory:// (not durable), to separate the store's cost from the glue's
 //   baseline a hand-written in-memory tasks server on the same SDK (a Map, no durability, no
-//            TTL, no checks beyond the declaration), written here only as the baseline
+//            TTL, no checks beyond the declaration), written here only as the baseline; it
+//            hands the SDK the message it parsed (`parsedBody`), as mcp-tasks/server does
 // Each serves one task tool, `noop` (returns at once), on 127.0.0.1:PORT/mcp over node:http,
 // and prints "listening on ..." once it accepts.
 import { randomUUID } from "node:crypto";
@@ -39,8 +40,9 @@ function baseline() {
       const now = new Date().toISOString();
       const task = { taskId: randomUUID(), status: "working", createdAt: now, lastUpdatedAt: now, ttlMs: 3_600_000, pollIntervalMs: POLL_MS };
       tasks.set(task.taskId, task);
-      const run = new Request(request.url, { method: "POST", headers: request.headers, body });
-      void sdk.fetch(run).then(async (response) => {
+      // The SDK's documented way to pass a body already parsed (it then reads no body).
+      const run = new Request(request.url, { method: "POST", headers: request.headers });
+      void sdk.fetch(run, { parsedBody: message }).then(async (response) => {
         const answer = await response.json();
         Object.assign(task, answer.error ? { status: "failed", error: answer.error } : { status: "completed", result: answer.result });
         task.lastUpdatedAt = new Date().toISOString();
@@ -52,7 +54,7 @@ function baseline() {
       if (task === undefined) return Response.json({ jsonrpc: "2.0", id: message.id, error: { code: -32602, message: "unknown task" } }, { status: 400 });
       return reply(message.id, { resultType: "complete", ...task });
     }
-    return sdk.fetch(new Request(request.url, { method: request.method, headers: request.headers, body }));
+    return sdk.fetch(new Request(request.url, { method: request.method, headers: request.headers }), { parsedBody: message });
   };
 }
 

@@ -20,7 +20,7 @@ use mcp_tasks::protocol::server::{
 use mcp_tasks::protocol::types::META_SERVER_INFO;
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
-use napi::bindgen_prelude::{Buffer, Either, Either3};
+use napi::bindgen_prelude::{Buffer, BufferSlice, Either, Either3};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
@@ -38,9 +38,34 @@ pub struct HttpReply {
     pub body: String,
 }
 
-fn http_reply(reply: &Reply) -> HttpReply {
+/// An [`HttpReply`] of core's reply, its body moved rather than copied (core's JSON and SSE
+/// framing are UTF-8 already).
+fn http_reply(reply: Reply) -> HttpReply {
     let headers: HashMap<String, String> = reply.all_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
-    HttpReply { status: u32::from(reply.status), headers, body: String::from_utf8_lossy(&reply.body()).into_owned() }
+    let status = u32::from(reply.status);
+    let body =
+        String::from_utf8(reply.into_body()).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    HttpReply { status, headers, body }
+}
+
+/// The answer to a `tools/call` that created a task: the creation reply to send, and the task
+/// to run. One object, so the common task call crosses the boundary once.
+#[napi(object, object_from_js = false)]
+pub struct TaskReply {
+    /// The HTTP status.
+    pub status: u32,
+    /// The response headers (lower-case names).
+    pub headers: HashMap<String, String>,
+    /// The body: the `CreateTaskResult`.
+    pub body: String,
+    /// The created task, for the host to run.
+    pub task: NativeTask,
+}
+
+impl TaskReply {
+    fn new(reply: HttpReply, task: NativeTask) -> Self {
+        Self { status: reply.status, headers: reply.headers, body: reply.body, task }
+    }
 }
 
 fn invalid(message: String) -> napi::Error {
@@ -75,7 +100,7 @@ pub struct Handled {
 }
 
 impl Handled {
-    fn reply(reply: &Reply, task_id: Option<String>) -> Self {
+    fn reply(reply: Reply, task_id: Option<String>) -> Self {
         Self { reply: Some(http_reply(reply)), task_id, ..Self::nothing() }
     }
 
@@ -94,8 +119,7 @@ impl Handled {
 
 #[napi]
 impl Handled {
-    /// A task creation still running, once: `wait()` for the task, then send its
-    /// `creationReply`.
+    /// A task creation still running, once: `wait()` for its `TaskReply`, then send that reply.
     #[napi]
     pub fn take_creation(&self) -> Option<Creation> {
         self.creation.lock().take()
@@ -142,9 +166,9 @@ impl Handled {
         let task_id = self.task_id.clone();
         let Routed { reply, principal, route } = routed;
         Ok(match engine.serve(&principal, route).await {
-            Err(error) => Self::reply(&reply.error(&error), task_id),
-            Ok(Served::Result(result)) => Self::reply(&reply.result(result), task_id),
-            Ok(Served::Task(task)) => Self::reply(&reply.task(&task), task_id),
+            Err(error) => Self::reply(reply.error(&error), task_id),
+            Ok(Served::Result(result)) => Self::reply(reply.result(result), task_id),
+            Ok(Served::Task(task)) => Self::reply(reply.task(&task), task_id),
             Ok(Served::Listen(subscription)) => {
                 let frames = reply.listen_frames();
                 let ack = sse_event(&frames.ack(&subscription.accepted));
@@ -196,8 +220,7 @@ impl Executor for JsExecutor {
         let (headers, body) = call_request(&tool, &call, 1);
         let headers = headers.into_iter().flat_map(|(name, value)| [name.to_owned(), value]).collect();
         // A claimed task was answered for when it was created, elsewhere or earlier.
-        let reply = HttpReply { status: 200, headers: HashMap::new(), body: String::new() };
-        let task = NativeTask::new(context, reply, self.runtime.clone());
+        let task = NativeTask::new(context, self.runtime.clone());
         let claim = NativeClaim {
             task: parking_lot::Mutex::new(Some(task)),
             tool,
@@ -394,18 +417,21 @@ impl NativeServer {
     /// A reply core gave without anything else to do comes back as a plain object (most
     /// answers: refusals, `tasks/get` from memory); everything else as a `Handled`.
     /// A task call of a tool without `prepare` whose task a local store created at once comes
-    /// back as the `NativeTask` itself (send its `creationReply`, run its tool).
-    #[napi(ts_return_type = "HttpReply | NativeTask | Handled")]
+    /// back as a `TaskReply` (send it as the reply, run its `task`'s tool).
+    #[napi(ts_return_type = "HttpReply | TaskReply | Handled")]
     pub fn handle(
         &self,
         method: String,
         headers: Vec<String>,
-        body: Option<Buffer>,
+        // Read in place: the body is parsed before this call returns, so it needs no reference
+        // keeping it alive (a `Buffer` argument makes one per request).
+        body: Option<BufferSlice<'_>>,
         principal: Option<String>,
-    ) -> Either3<HttpReply, NativeTask, Handled> {
+    ) -> Either3<HttpReply, TaskReply, Handled> {
         let mut handled = self.decide(&method, &headers, body.as_deref(), principal.as_deref());
         if let Some(task) = handled.task.get_mut().take() {
-            return Either3::B(task);
+            let reply = handled.reply.take().expect("a created task comes with its creation reply");
+            return Either3::B(TaskReply::new(reply, task));
         }
         let plain = handled.call.is_none()
             && handled.listen.is_none()
@@ -426,8 +452,8 @@ impl NativeServer {
         let pairs: Vec<(&str, &str)> =
             headers.chunks(2).filter_map(|p| Some((p[0].as_str(), p.get(1)?.as_str()))).collect();
         let request = HttpRequest { method, headers: Headers(&pairs), body };
-        let routed = match self.dispatcher.read().handle_http(&request, principal) {
-            Decision::Reply(reply) => return Handled::reply(&reply, None),
+        let mut routed = match self.dispatcher.read().handle_http(&request, principal) {
+            Decision::Reply(reply) => return Handled::reply(reply, None),
             Decision::Delegate => return Handled::nothing(),
             Decision::Route(routed) => routed,
         };
@@ -440,13 +466,13 @@ impl NativeServer {
         };
         match &routed.route {
             Route::GetTask { task_id: id } => match engine.get_cached(&routed.principal, id) {
-                Some(Ok(task)) => return Handled::reply(&routed.reply.task(&task), task_id),
-                Some(Err(error)) => return Handled::reply(&routed.reply.error(&error.to_protocol()), task_id),
+                Some(Ok(task)) => return Handled::reply(routed.reply.task(&task), task_id),
+                Some(Err(error)) => return Handled::reply(routed.reply.error(&error.to_protocol()), task_id),
                 None => {}
             },
             Route::CallTool(call) => {
                 if let Err(error) = engine.admit_call(call) {
-                    return Handled::reply(&routed.reply.error(&error), None);
+                    return Handled::reply(routed.reply.error(&error), None);
                 }
                 // The previous MRTR round's state comes back sealed: open it, or refuse the call.
                 let state = match call.request_state.as_deref() {
@@ -460,11 +486,16 @@ impl NativeServer {
                             engine.now_ms(),
                         ) {
                             Ok(state) => Some(state),
-                            Err(error) => return Handled::reply(&routed.reply.error(&error), None),
+                            Err(error) => return Handled::reply(routed.reply.error(&error), None),
                         }
                     }
                 };
-                let Route::CallTool(call) = routed.route.clone() else { unreachable!("matched above") };
+                // The call moves into the task's work; what stays in `routed` is only its reply
+                // framing and principal (a call's arguments are not copied).
+                let placeholder = Route::CancelTask { task_id: String::new() };
+                let Route::CallTool(call) = std::mem::replace(&mut routed.route, placeholder) else {
+                    unreachable!("matched above")
+                };
                 let (options, prepare) = self.tools.read().get(&call.name).copied().unwrap_or_default();
                 let key = Arc::clone(&self.state_key);
                 let runtime = self.runtime.clone();
@@ -484,12 +515,12 @@ impl NativeServer {
                 }
                 // No MRTR phase: create the task now, in this one call across the boundary.
                 return match Arc::clone(&inner).create(options) {
-                    Finishing::Done(Ok(Either::A(task))) => {
-                        let reply = Some(task.creation_reply());
+                    Finishing::Done(Ok(Either::A(TaskReply { status, headers, body, task }))) => {
+                        let reply = Some(HttpReply { status, headers, body });
                         Handled { reply, task: parking_lot::Mutex::new(Some(task)), ..Handled::nothing() }
                     }
                     Finishing::Done(Ok(Either::B(reply))) => Handled { reply: Some(reply), ..Handled::nothing() },
-                    Finishing::Done(Err(error)) => Handled::reply(&inner.routed.reply.error(&error), None),
+                    Finishing::Done(Err(error)) => Handled::reply(inner.routed.reply.error(&error), None),
                     running @ Finishing::Running(_) => {
                         let creation = Creation { state: parking_lot::Mutex::new(Some(running)) };
                         Handled { creation: parking_lot::Mutex::new(Some(creation)), ..Handled::nothing() }
@@ -610,20 +641,20 @@ impl NativeToolCall {
                 Some(request_state::seal(&inner.key, &inner.routed.principal, &inner.call.name, &state, expires))
             }
         };
-        Ok(http_reply(&inner.routed.reply.result(input_required_result(requests, sealed))))
+        Ok(http_reply(inner.routed.reply.result(input_required_result(requests, sealed))))
     }
 
     /// The reply refusing the call with a JSON-RPC error before any task exists.
     #[napi]
     pub fn error(&self, code: i64, message: String, data_json: Option<String>) -> napi::Result<HttpReply> {
         let error = rpc_error(code, message, data_json)?;
-        Ok(http_reply(&self.inner.routed.reply.tool_error(&error)))
+        Ok(http_reply(self.inner.routed.reply.tool_error(&error)))
     }
 
     /// Creates the task durably with the tool's configured options (after `prepare` let the
     /// call through). A local store (memory, SQLite's redo log) finishes at once: `take()` has
-    /// the task. Otherwise `wait()` resolves to it. Send the task's `creationReply` only then:
-    /// the store holds the task.
+    /// the `TaskReply`. Otherwise `wait()` resolves to it. Send that reply only then: the store
+    /// holds the task.
     #[napi]
     pub fn create_task(&self) -> Creation {
         let options = self.inner.options;
@@ -631,8 +662,9 @@ impl NativeToolCall {
     }
 }
 
-/// A created task to run here, or (a front-end's) the reply for a task enqueued for a worker.
-type Created = Either<NativeTask, HttpReply>;
+/// A created task to run here (with its creation reply), or (a front-end's) the reply for a
+/// task enqueued for a worker.
+type Created = Either<TaskReply, HttpReply>;
 
 impl CallInner {
     /// The call as a later attempt or a worker makes it again.
@@ -650,7 +682,7 @@ impl CallInner {
                     .enqueue_task(&self.routed.principal, &self.call.name, options, self.stored())
                     .await
                     .map_err(|e| e.to_protocol())?;
-                return Ok(Either::B(http_reply(&self.routed.reply.result_of(&created))));
+                return Ok(Either::B(http_reply(self.routed.reply.result_of(&created))));
             }
             // Only a resumable tool's call is kept: a later attempt makes it again.
             let stored = options.resume.map(|_| self.stored());
@@ -659,11 +691,8 @@ impl CallInner {
                 .create_task_for(&self.routed.principal, &self.call.name, options, stored)
                 .await
                 .map_err(|e| e.to_protocol())?;
-            Ok(Either::A(NativeTask::new(
-                ctx,
-                http_reply(&self.routed.reply.result_of(&created)),
-                self.runtime.clone(),
-            )))
+            let reply = http_reply(self.routed.reply.result_of(&created));
+            Ok(Either::A(TaskReply::new(reply, NativeTask::new(ctx, self.runtime.clone()))))
         };
         now_or_spawn(&runtime, future)
     }
@@ -708,8 +737,8 @@ impl<T> Finishing<T> {
 }
 
 /// A task being created: `take()` it when the store already holds it, else `wait()` for it.
-/// What comes is the task to run and send the `creationReply` of, or, on a server that only
-/// accepts (`acceptsOnly`), the reply to send for the task enqueued for a worker.
+/// What comes is a `TaskReply` (the creation reply to send, the task to run), or, on a server
+/// that only accepts (`acceptsOnly`), the reply to send for the task enqueued for a worker.
 #[napi]
 pub struct Creation {
     state: parking_lot::Mutex<Option<Finishing<Result<Created, ProtocolError>>>>,
@@ -720,7 +749,7 @@ impl Creation {
     /// The created task when its creation finished at once (throws if it failed); `null`
     /// while it is still running: `wait()` then.
     #[napi]
-    pub fn take(&self) -> napi::Result<Option<Either<NativeTask, HttpReply>>> {
+    pub fn take(&self) -> napi::Result<Option<Either<TaskReply, HttpReply>>> {
         let mut state = self.state.lock();
         match state.take() {
             Some(Finishing::Done(result)) => result.map(Some).map_err(|e| protocol_error(&e)),
@@ -733,7 +762,7 @@ impl Creation {
 
     /// The created task, once the store holds it.
     #[napi]
-    pub async fn wait(&self) -> napi::Result<Either<NativeTask, HttpReply>> {
+    pub async fn wait(&self) -> napi::Result<Either<TaskReply, HttpReply>> {
         let state = self.state.lock().take();
         match state {
             Some(finishing) => finishing.wait().await?.map_err(|e| protocol_error(&e)),
@@ -776,7 +805,6 @@ pub struct NativeTask {
     handle: TaskHandle,
     /// Shared with a settling that is still running, which takes it to end the task.
     ctx: Arc<parking_lot::Mutex<Option<TaskContext>>>,
-    reply: HttpReply,
     /// The runtime the task was created on, where dropping its context fails it.
     runtime: tokio::runtime::Handle,
 }
@@ -799,12 +827,6 @@ impl NativeTask {
     #[napi(getter)]
     pub fn task_id(&self) -> String {
         self.id.clone()
-    }
-
-    /// The answer to the `tools/call` that created the task.
-    #[napi(getter)]
-    pub fn creation_reply(&self) -> HttpReply {
-        HttpReply { status: self.reply.status, headers: self.reply.headers.clone(), body: self.reply.body.clone() }
     }
 
     /// True once the task was cancelled or expired (here, by another worker adopted from the
@@ -863,9 +885,12 @@ impl NativeTask {
     /// Resolves at once (a string or `null`) when a local store settled the task without
     /// waiting; otherwise returns a `Settling` to `wait()` for.
     #[napi(ts_return_type = "string | null | Settling")]
-    pub fn settle(&self, response: Buffer) -> napi::Result<Either<Option<String>, Settling>> {
-        // The bytes as the SDK sent them: no UTF-16 round trip through a JavaScript string.
-        let future = settle(self.handle.clone(), Arc::clone(&self.ctx), response.to_vec());
+    pub fn settle(&self, response: BufferSlice<'_>) -> napi::Result<Either<Option<String>, Settling>> {
+        // The bytes as the SDK sent them, read in place (no UTF-16 round trip through a
+        // JavaScript string, no copy): parsed here, before the work that may go on later.
+        let answer = serde_json::from_slice::<SdkAnswer>(&response)
+            .map_err(|e| RpcError::internal(format!("the SDK's answer is not JSON-RPC: {e}")));
+        let future = settle(self.handle.clone(), Arc::clone(&self.ctx), answer);
         Ok(match now_or_spawn(&self.runtime, future) {
             Finishing::Done(result) => Either::A(result?),
             running => Either::B(Settling { state: parking_lot::Mutex::new(Some(running)) }),
@@ -887,12 +912,11 @@ impl NativeTask {
 }
 
 impl NativeTask {
-    fn new(ctx: TaskContext, reply: HttpReply, runtime: tokio::runtime::Handle) -> Self {
+    fn new(ctx: TaskContext, runtime: tokio::runtime::Handle) -> Self {
         Self {
             id: ctx.task_id().to_owned(),
             handle: ctx.handle(),
             ctx: Arc::new(parking_lot::Mutex::new(Some(ctx))),
-            reply,
             runtime,
         }
     }
@@ -909,11 +933,32 @@ impl NativeTask {
     }
 }
 
+/// The SDK's answer to a `tools/call` exchange, as much of it as settling reads: the result's
+/// members are taken whole, not copied out of a parsed message.
+#[derive(serde::Deserialize)]
+struct SdkAnswer {
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<SdkError>,
+}
+
+/// A JSON-RPC error the SDK answered.
+#[derive(serde::Deserialize)]
+struct SdkError {
+    #[serde(default)]
+    code: Option<i64>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
 /// [`NativeTask::settle`]'s work.
 async fn settle(
     handle: TaskHandle,
     slot: Arc<parking_lot::Mutex<Option<TaskContext>>>,
-    response: Vec<u8>,
+    answer: Result<SdkAnswer, RpcError>,
 ) -> napi::Result<Option<String>> {
     // The context is taken only to end the task; an input round leaves it for the next round.
     let take = || slot.lock().take();
@@ -923,20 +968,19 @@ async fn settle(
             None => Ok(None),
         }
     };
-    let answer: Value = match serde_json::from_slice(&response) {
+    let answer = match answer {
         Ok(answer) => answer,
-        Err(e) => return fail(take(), RpcError::internal(format!("the SDK's answer is not JSON: {e}"))).await,
+        Err(error) => return fail(take(), error).await,
     };
-    if let Some(error) = answer.get("error") {
-        let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
-        let message = error.get("message").and_then(Value::as_str).unwrap_or("the tool failed").to_owned();
-        let mut rpc = RpcError::new(code, message);
-        if let Some(data) = error.get("data") {
-            rpc = rpc.with_data(data.clone());
+    if let Some(error) = answer.error {
+        let message = error.message.unwrap_or_else(|| "the tool failed".to_owned());
+        let mut rpc = RpcError::new(error.code.unwrap_or(-32603), message);
+        if let Some(data) = error.data {
+            rpc = rpc.with_data(data);
         }
         return fail(take(), rpc).await;
     }
-    let Some(Value::Object(mut result)) = answer.get("result").cloned() else {
+    let Some(Value::Object(mut result)) = answer.result else {
         return fail(take(), RpcError::internal("the SDK answered neither a result nor an error")).await;
     };
     if result.get("resultType").and_then(Value::as_str) == Some("input_required") {

@@ -219,6 +219,14 @@ function toResponse(reply: HttpReply): Response {
   return new Response(body, { status: reply.status, headers: reply.headers });
 }
 
+/** Core's principal of a caller without auth, asked once. */
+const ANONYMOUS: string = (native as Native).defaultPrincipal(null);
+
+/** Core's default principal: `client:{clientId}`, or `anonymous` without auth. */
+function defaultPrincipal(clientId: string | undefined): string {
+  return clientId === undefined ? ANONYMOUS : (native as Native).defaultPrincipal(clientId);
+}
+
 /** The request headers core reads; only these cross into the native module. */
 const READ_HEADERS = new Set((native as Native).readHeaders());
 
@@ -260,15 +268,15 @@ interface Running {
 export class TasksServer {
   readonly #native: NativeModule.NativeServer;
   readonly #tools = new Map<string, TaskToolConfig>();
-  readonly #principal: (info: PrincipalInfo) => string | undefined;
+  /** The caller of a request: the `principal` option, or `undefined` for core's default. */
+  readonly #principal: ((info: PrincipalInfo) => string | undefined) | undefined;
   readonly #running = new Map<string, Running>();
   #checker: ReturnType<typeof setInterval> | undefined;
   #executing = false;
 
   private constructor(nativeServer: NativeModule.NativeServer, options: TasksServerOptions) {
     this.#native = nativeServer;
-    this.#principal =
-      options.principal ?? (({ authInfo }) => (native as Native).defaultPrincipal(authInfo?.clientId ?? null));
+    this.#principal = options.principal;
     for (const [name, config] of Object.entries(options.tools ?? {})) {
       this.configure(name, config);
     }
@@ -326,15 +334,12 @@ export class TasksServer {
     options: CreateMcpHandlerOptions = {},
   ): TasksHandler {
     const capabilities = JSON.parse(this.#native.capabilities()) as Record<string, Record<string, object>>;
+    catchProtocolErrors();
     const wrapped = async (ctx: McpRequestContext): Promise<McpServer | Server> => {
       const product = await factory(ctx);
       const server = product instanceof McpServer ? product.server : product;
       if (ctx.era === "modern") {
         server.registerCapabilities(capabilities);
-      }
-      const run = ctx.requestInfo === undefined ? undefined : runs.get(ctx.requestInfo);
-      if (run !== undefined && product instanceof McpServer) {
-        catchProtocolErrors(product, run);
       }
       return product;
     };
@@ -382,9 +387,11 @@ export class TasksServer {
 
   /** Core's answer to one request, or the SDK's when core hands it over. */
   async #answer(sdk: McpHttpHandler, incoming: Incoming): Promise<Answer> {
+    const { authInfo } = incoming;
     let principal: string | undefined;
-    {
-      const { authInfo } = incoming;
+    if (this.#principal === undefined) {
+      principal = defaultPrincipal(authInfo?.clientId);
+    } else {
       let request: Request | undefined;
       principal = this.#principal({
         ...(authInfo !== undefined && { authInfo }),
@@ -396,13 +403,13 @@ export class TasksServer {
     const decided = mappedSync(() =>
       this.#native.handle(incoming.method, coreHeaders(incoming.rawHeaders), incoming.body, principal ?? null),
     );
-    if (decided instanceof native.NativeTask) {
-      // A task call of a tool without `prepare`: core created the task in the same call.
-      this.#run(sdk, decided, principal ?? "", incoming);
-      return { reply: decided.creationReply };
-    }
     if (!(decided instanceof native.Handled)) {
-      return { reply: decided }; // the common answer: one crossing, a plain object
+      // The common answers, in one crossing: a reply, or (a task call of a tool without
+      // `prepare`) the creation reply with the task core created in the same call.
+      if ("task" in decided) {
+        this.#run(sdk, decided.task, principal ?? "", incoming);
+      }
+      return { reply: decided };
     }
     let handled = decided;
     if (handled.pending) {
@@ -473,15 +480,14 @@ export class TasksServer {
    * task enqueued for a worker. */
   #started(
     sdk: McpHttpHandler,
-    created: NativeModule.NativeTask | HttpReply,
+    created: NativeModule.TaskReply | HttpReply,
     principal: string,
     incoming: Incoming,
   ): HttpReply {
-    if (!(created instanceof native.NativeTask)) {
-      return created;
+    if ("task" in created) {
+      this.#run(sdk, created.task, principal, incoming);
     }
-    this.#run(sdk, created, principal, incoming);
-    return created.creationReply;
+    return created;
   }
 
   /** Runs a created task's tool in the background, registered so a cancel can stop it. */
@@ -648,15 +654,27 @@ function rpcError(error: unknown): [number, string, string | null] {
   return [-32603, `tool ${kind}: ${text}`, null];
 }
 
+/** Marks `McpServer.prototype` once this module wrapped its `executeToolHandler` (a second copy
+ * of the module, with its own runs, wraps the wrapper). */
+const CATCHING = Symbol("mcp-tasks/server.catchProtocolErrors");
+
 /**
- * Remembers a `ProtocolError` the tool throws while it runs as a task: the SDK turns every
+ * Remembers a `ProtocolError` a tool throws while it runs as a task: the SDK turns every
  * thrown error into an `isError` result, which is right for other errors (the same result the
  * synchronous call gives), but a `ProtocolError` is the tool failing at the protocol level, so
  * the task ends `failed` with it. The SDK has no public hook for this; `executeToolHandler` is
- * the method its `tools/call` handler awaits (2.x), wrapped on this one instance only.
+ * the method its `tools/call` handler awaits (2.x, called with the tool's context last). It is
+ * wrapped once, on the prototype: a call that is not a task's run (no run for its request)
+ * passes through unchanged. Wrapping each task's server instance instead gave every instance
+ * an own property, and the SDK's code working on two shapes of server cost ~5% of creates/s.
  */
-function catchProtocolErrors(server: McpServer, run: Run): void {
-  const target = server as unknown as { executeToolHandler?: (...args: unknown[]) => Promise<unknown> };
+function catchProtocolErrors(): void {
+  const target = McpServer.prototype as unknown as Record<PropertyKey, unknown> & {
+    executeToolHandler?: (...args: unknown[]) => Promise<unknown>;
+  };
+  if (target[CATCHING] === true) {
+    return;
+  }
   const original = target.executeToolHandler;
   if (typeof original !== "function") {
     throw new Error("mcp-tasks/server needs @modelcontextprotocol/server 2.x (McpServer.executeToolHandler)");
@@ -666,11 +684,54 @@ function catchProtocolErrors(server: McpServer, run: Run): void {
       return await original.apply(this, args);
     } catch (error) {
       if (error instanceof ProtocolError) {
-        run.thrown = error;
+        const request = (args[args.length - 1] as { http?: { req?: Request } } | undefined)?.http?.req;
+        const run = request === undefined ? undefined : runs.get(request);
+        if (run !== undefined) {
+          run.thrown = error;
+        }
       }
       throw error;
     }
   };
+  target[CATCHING] = true;
+}
+
+/** A running task as its tool sees it: one object per task, its methods shared, and what
+ * crosses into the native module read only when the tool asks. */
+class RunningTask implements CurrentTask {
+  readonly #native: NativeModule.NativeTask;
+  readonly taskId: string;
+  readonly principal: string;
+  readonly signal: AbortSignal;
+
+  constructor(nativeTask: NativeModule.NativeTask, taskId: string, principal: string, signal: AbortSignal) {
+    this.#native = nativeTask;
+    this.taskId = taskId;
+    this.principal = principal;
+    this.signal = signal;
+  }
+
+  get attempt(): number {
+    return this.#native.attempt;
+  }
+
+  get savedCheckpoint(): unknown {
+    const saved = this.#native.savedCheckpoint();
+    return saved == null ? undefined : (JSON.parse(saved) as unknown);
+  }
+
+  setStatus(message: string): Promise<void> {
+    return mapped(() => this.#native.setStatus(message));
+  }
+
+  async requestInput(requests: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const answers = await mapped(() => this.#native.requestInput(JSON.stringify(requests)));
+    return JSON.parse(answers) as Record<string, unknown>;
+  }
+
+  checkpoint(value: unknown): Promise<void> {
+    return mapped(() => this.#native.checkpoint(JSON.stringify(value)));
+  }
 }
 
 /**
@@ -690,34 +751,20 @@ async function runTask(
   body: Buffer,
 ): Promise<void> {
   const { task: native, abort } = entry;
-  const task: CurrentTask = {
-    taskId,
-    principal,
-    signal: abort.signal,
-    setStatus: (text) => mapped(() => native.setStatus(text)),
-    requestInput: async (requests) =>
-      JSON.parse(await mapped(() => native.requestInput(JSON.stringify(requests)))) as Record<string, unknown>,
-    attempt: native.attempt,
-    get savedCheckpoint(): unknown {
-      const saved = native.savedCheckpoint();
-      return saved == null ? undefined : (JSON.parse(saved) as unknown);
-    },
-    checkpoint: (value) => mapped(() => native.checkpoint(JSON.stringify(value))),
-  };
-  const options = exchange.authInfo !== undefined ? { authInfo: exchange.authInfo } : undefined;
+  const task = new RunningTask(native, taskId, principal, abort.signal);
+  const { authInfo } = exchange;
   // The first round sends the client's body as it came; later rounds carry the answers.
   let retry: string | undefined;
   try {
     for (;;) {
       const run: Run = { task };
-      const request = new Request(exchange.url, {
-        method: "POST",
-        headers: exchange.headers,
-        signal: abort.signal,
-        body: retry ?? new Uint8Array(body),
-      });
+      // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand it a
+      // body already read), so the request carries none: the SDK would otherwise clone the
+      // request and read the clone's body stream, which cost more than the parse.
+      const request = new Request(exchange.url, { method: "POST", headers: exchange.headers, signal: abort.signal });
       runs.set(request, run);
-      const response = await sdk.fetch(request, options);
+      const parsedBody = JSON.parse(retry ?? body.toString("utf8")) as unknown;
+      const response = await sdk.fetch(request, authInfo === undefined ? { parsedBody } : { authInfo, parsedBody });
       if (abort.signal.aborted) {
         return; // cancelled or expired: the task is terminal already
       }
@@ -733,7 +780,7 @@ async function runTask(
         return;
       }
       // The tool asked for input and has the answers now: run it again with them, as an MRTR
-      // retry would (rare: the body is parsed only here).
+      // retry would (rare: parsed again here, as the SDK may have changed the object it got).
       const message = JSON.parse(retry ?? body.toString("utf8")) as { params: Record<string, unknown> };
       const { inputResponses: _old, requestState: _state, ...params } = message.params;
       const answers = JSON.parse(next) as Record<string, unknown>;
