@@ -91,8 +91,8 @@ pub struct Handled {
     listen: Option<Arc<ListenInner>>,
     /// A route that needs the store, performed by [`Handled::perform`].
     pending: parking_lot::Mutex<Option<(Routed, Engine)>>,
-    /// The task a `tools/call` created (its creation reply is `reply`), for the host to run.
-    task: parking_lot::Mutex<Option<NativeTask>>,
+    /// The task a `tools/call` created, with its creation reply, for the host to run.
+    created: Option<TaskReply>,
     /// A task creation still running on the runtime (a store that waits, e.g. PostgreSQL).
     creation: parking_lot::Mutex<Option<Creation>>,
     /// The task a `tasks/*` request names.
@@ -110,7 +110,7 @@ impl Handled {
             call: None,
             listen: None,
             pending: parking_lot::Mutex::new(None),
-            task: parking_lot::Mutex::new(None),
+            created: None,
             creation: parking_lot::Mutex::new(None),
             task_id: None,
         }
@@ -429,9 +429,8 @@ impl NativeServer {
         principal: Option<String>,
     ) -> Either3<HttpReply, TaskReply, Handled> {
         let mut handled = self.decide(&method, &headers, body.as_deref(), principal.as_deref());
-        if let Some(task) = handled.task.get_mut().take() {
-            let reply = handled.reply.take().expect("a created task comes with its creation reply");
-            return Either3::B(TaskReply::new(reply, task));
+        if let Some(created) = handled.created.take() {
+            return Either3::B(created);
         }
         let plain = handled.call.is_none()
             && handled.listen.is_none()
@@ -515,10 +514,7 @@ impl NativeServer {
                 }
                 // No MRTR phase: create the task now, in this one call across the boundary.
                 return match Arc::clone(&inner).create(options) {
-                    Finishing::Done(Ok(Either::A(TaskReply { status, headers, body, task }))) => {
-                        let reply = Some(HttpReply { status, headers, body });
-                        Handled { reply, task: parking_lot::Mutex::new(Some(task)), ..Handled::nothing() }
-                    }
+                    Finishing::Done(Ok(Either::A(created))) => Handled { created: Some(created), ..Handled::nothing() },
                     Finishing::Done(Ok(Either::B(reply))) => Handled { reply: Some(reply), ..Handled::nothing() },
                     Finishing::Done(Err(error)) => Handled::reply(inner.routed.reply.error(&error), None),
                     running @ Finishing::Running(_) => {
@@ -889,7 +885,7 @@ impl NativeTask {
         // The bytes as the SDK sent them, read in place (no UTF-16 round trip through a
         // JavaScript string, no copy): parsed here, before the work that may go on later.
         let answer = serde_json::from_slice::<SdkAnswer>(&response)
-            .map_err(|e| RpcError::internal(format!("the SDK's answer is not JSON-RPC: {e}")));
+            .map_err(|e| RpcError::internal(format!("the SDK's answer is not JSON: {e}")));
         let future = settle(self.handle.clone(), Arc::clone(&self.ctx), answer);
         Ok(match now_or_spawn(&self.runtime, future) {
             Finishing::Done(result) => Either::A(result?),
@@ -943,13 +939,15 @@ struct SdkAnswer {
     error: Option<SdkError>,
 }
 
-/// A JSON-RPC error the SDK answered.
+/// A JSON-RPC error the SDK answered. Its members are read as any JSON, so a malformed one still
+/// fails the task with what can be read (a code that is not an integer becomes -32603, a message
+/// that is not a string the default), rather than as an unreadable answer.
 #[derive(serde::Deserialize)]
 struct SdkError {
     #[serde(default)]
-    code: Option<i64>,
+    code: Value,
     #[serde(default)]
-    message: Option<String>,
+    message: Value,
     #[serde(default)]
     data: Option<Value>,
 }
@@ -973,8 +971,8 @@ async fn settle(
         Err(error) => return fail(take(), error).await,
     };
     if let Some(error) = answer.error {
-        let message = error.message.unwrap_or_else(|| "the tool failed".to_owned());
-        let mut rpc = RpcError::new(error.code.unwrap_or(-32603), message);
+        let message = error.message.as_str().unwrap_or("the tool failed").to_owned();
+        let mut rpc = RpcError::new(error.code.as_i64().unwrap_or(-32603), message);
         if let Some(data) = error.data {
             rpc = rpc.with_data(data);
         }
