@@ -37,8 +37,9 @@ const handler = tasks.handler(() => {
     throw new ProtocolError(-32099, "refused");
   });
   s.registerTool("wait", {}, async (ctx) => {
-    const task = currentTask(ctx);
-    await new Promise((resolve) => task.signal.addEventListener("abort", resolve, { once: true }));
+    const { signal } = currentTask(ctx);
+    // A cancel may land before the tool starts: an aborted signal fires no more events.
+    await new Promise((resolve) => (signal.aborted ? resolve() : signal.addEventListener("abort", resolve, { once: true })));
     return { content: [] };
   });
   s.registerTool("ask", {}, async (ctx) => {
