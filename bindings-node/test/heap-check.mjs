@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { McpServer, ProtocolError } from "@modelcontextprotocol/server";
 
 import { TasksServer, currentTask } from "../dist/server.js";
-import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
+import { callDeclaring } from "./servers.mjs";
 
 const [rounds, warmup, inFlight] = [1500, 300, 2000].map((fallback, i) => Number(process.argv[2 + i] ?? fallback));
 const LANES = 16;
@@ -54,26 +54,13 @@ const server = http.createServer(handler.node);
 await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
 const url = `http://127.0.0.1:${server.address().port}/mcp`;
 
-const meta = {
-  "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-  "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
-};
-let next = 0;
-async function call(method, params, name) {
-  const headers = {
-    "content-type": "application/json",
-    accept: "application/json, text/event-stream",
-    "mcp-protocol-version": PROTOCOL_VERSION,
-    "mcp-method": method,
-    "mcp-name": name,
-  };
-  const body = JSON.stringify({ jsonrpc: "2.0", id: ++next, method, params: { ...params, _meta: meta } });
-  const answer = await (await fetch(url, { method: "POST", headers, body })).json();
+async function call(method, params) {
+  const answer = await callDeclaring(url, method, params);
   if (answer.error !== undefined) throw new Error(`${method}: ${JSON.stringify(answer.error)}`);
   return answer.result;
 }
-const create = async (tool) => (await call("tools/call", { name: tool, arguments: {} }, tool)).taskId;
-const get = (taskId) => call("tasks/get", { taskId }, taskId);
+const create = async (tool) => (await call("tools/call", { name: tool, arguments: {} })).taskId;
+const get = (taskId) => call("tasks/get", { taskId });
 async function until(taskId, done) {
   for (let i = 0; i < 2000; i++) {
     const task = await get(taskId);
@@ -91,10 +78,10 @@ async function round() {
     if (task.status !== status) throw new Error(`task ${taskId} ended ${task.status}, not ${status}`);
   };
   const waiting = await create("wait");
-  await call("tasks/cancel", { taskId: waiting }, waiting);
+  await call("tasks/cancel", { taskId: waiting });
   const asking = await create("ask");
   await until(asking, (status) => status === "input_required");
-  await call("tasks/update", { taskId: asking, inputResponses: { pick: { action: "decline" } } }, asking);
+  await call("tasks/update", { taskId: asking, inputResponses: { pick: { action: "decline" } } });
   await Promise.all([
     create("ok").then((id) => expect(id, "completed")),
     create("boom").then((id) => expect(id, "completed")),
@@ -136,7 +123,7 @@ for (let i = 0; i < inFlight; i += LANES) {
   running.push(...(await Promise.all(Array.from({ length: Math.min(LANES, inFlight - i) }, () => create("wait")))));
 }
 const busy = await heap();
-for (const taskId of running) await call("tasks/cancel", { taskId }, taskId);
+for (const taskId of running) await call("tasks/cancel", { taskId });
 const perInFlightTask = (busy - after) / inFlight;
 console.log(JSON.stringify({ tasks: count, before, after, perTask: (after - before) / count, inFlight, perInFlightTask }));
 server.closeAllConnections();

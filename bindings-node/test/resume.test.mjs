@@ -11,8 +11,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { describe, test } from "node:test";
 
-import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
-import { ROOT, freePort } from "./servers.mjs";
+import { ROOT, callDeclaring, freePort } from "./servers.mjs";
 
 async function serve(store, port, execution = "local") {
   const script = join(ROOT, "bindings-node", "test", "resumable-server.mjs");
@@ -28,22 +27,8 @@ async function serve(store, port, execution = "local") {
   return { url, child, kill: () => new Promise((resolve) => (child.once("exit", resolve), child.kill("SIGKILL"))) };
 }
 
-let next = 0;
 async function call(url, method, params) {
-  const headers = {
-    "content-type": "application/json",
-    accept: "application/json, text/event-stream",
-    "mcp-protocol-version": PROTOCOL_VERSION,
-    "mcp-method": method,
-    "mcp-name": params.name ?? params.taskId,
-  };
-  const meta = {
-    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-    "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
-  };
-  const body = JSON.stringify({ jsonrpc: "2.0", id: ++next, method, params: { ...params, _meta: meta } });
-  const response = await fetch(url, { method: "POST", headers, body });
-  return (await response.json()).result;
+  return (await callDeclaring(url, method, params)).result;
 }
 
 async function until(url, taskId, done, seconds = 30) {

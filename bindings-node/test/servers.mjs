@@ -9,7 +9,29 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 
+import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
+
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+let nextId = 0;
+
+/** One JSON-RPC request over the stateless 2026-07-28 wire as a client declaring the tasks
+ * extension (`Mcp-Name` from the tool's name or the task id); resolves to the parsed answer. */
+export async function callDeclaring(url, method, params) {
+  const headers = {
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+    "mcp-protocol-version": PROTOCOL_VERSION,
+    "mcp-method": method,
+    "mcp-name": params.name ?? params.taskId,
+  };
+  const meta = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
+  };
+  const body = JSON.stringify({ jsonrpc: "2.0", id: ++nextId, method, params: { ...params, _meta: meta } });
+  return (await fetch(url, { method: "POST", headers, body })).json();
+}
 
 /** A free loopback port. */
 export function freePort() {
