@@ -1,19 +1,20 @@
-// swift-tools-version:5.9
+// swift-tools-version:6.2
 // MCPTasks: the MCP tasks extension client (io.modelcontextprotocol/tasks, MCP 2026-07-28) for
-// Swift hosts, over the Rust library `mcp_tasks_ffi` (uniffi bindings in Sources/MCPTasks).
+// Swift hosts, over the Rust library `mcp_tasks_ffi` (its C module is `mcp_tasks_ffiFFI`
+// everywhere).
 //
-// The Rust library comes from either
-// - MCPTasksFFI.xcframework in this folder (Apple platforms; see the README for building it), or
-// - ../target/release (macOS or Linux: `cargo build --release -p mcp-tasks-swift`).
-import Foundation
+// The Rust library is a binary target:
+// - on Apple platforms MCPTasksFFI.xcframework (bindings-swift/build-xcframework, on macOS);
+// - on Linux MCPTasksFFI.artifactbundle, a static-library artifact bundle (SE-0482, hence
+//   tools version 6.2) staged by bindings-swift/stage-ffi.
+// Neither needs unsafe flags or LD_LIBRARY_PATH: both hold a static library.
 import PackageDescription
 
-let xcframework = "MCPTasksFFI.xcframework"
-let useXCFramework = FileManager.default.fileExists(atPath: Context.packageDirectory + "/" + xcframework)
-
-let ffi: Target = useXCFramework
-    ? .binaryTarget(name: "mcp_tasks_ffiFFI", path: xcframework)
-    : .systemLibrary(name: "mcp_tasks_ffiFFI", path: "Sources/mcp_tasks_ffiFFI")
+#if os(Linux)
+let ffi: Target = .binaryTarget(name: "mcp_tasks_ffiFFI", path: "MCPTasksFFI.artifactbundle")
+#else
+let ffi: Target = .binaryTarget(name: "mcp_tasks_ffiFFI", path: "MCPTasksFFI.xcframework")
+#endif
 
 let package = Package(
     name: "MCPTasks",
@@ -21,13 +22,11 @@ let package = Package(
     products: [.library(name: "MCPTasks", targets: ["MCPTasks"])],
     targets: [
         ffi,
-        .target(
-            name: "MCPTasks",
-            dependencies: ["mcp_tasks_ffiFFI"],
-            linkerSettings: useXCFramework
-                ? []
-                : [.unsafeFlags(["-L", Context.packageDirectory + "/../target/release"])]
-        ),
+        // uniffi's generated Swift, as bindings-swift/generate writes it.
+        .target(name: "MCPTasksFFI", dependencies: ["mcp_tasks_ffiFFI"]),
+        .target(name: "MCPTasks", dependencies: ["MCPTasksFFI"]),
         .testTarget(name: "MCPTasksTests", dependencies: ["MCPTasks"]),
+        // The README's example (bindings-swift/swift-test runs it against the fixture server).
+        .executableTarget(name: "quickstart", dependencies: ["MCPTasks"], path: "Examples/Quickstart"),
     ]
 )

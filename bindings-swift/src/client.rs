@@ -345,6 +345,23 @@ impl Execution {
         }
     }
 
+    /// [`Execution::result`] until `interrupt` fires: `None` then, with nothing marked delivered
+    /// (the outcome stays for `resume_all`).
+    pub async fn result_until(&self, interrupt: Arc<Interrupt>) -> Result<Option<Outcome>, TasksError> {
+        interrupt.until(self.result()).await.transpose()
+    }
+
+    /// [`Execution::value_json`] until `interrupt` fires: `None` then, with nothing marked
+    /// delivered.
+    pub async fn value_json_until(&self, interrupt: Arc<Interrupt>) -> Result<Option<String>, TasksError> {
+        interrupt.until(self.value_json()).await.transpose()
+    }
+
+    /// [`Execution::next_update`] until `interrupt` fires (`None` then).
+    pub async fn next_update_until(&self, interrupt: Arc<Interrupt>) -> Option<TaskState> {
+        interrupt.until(self.next_update()).await.flatten()
+    }
+
     /// Sends `tasks/cancel` (nothing to cancel for an immediate result).
     pub fn cancel(&self, mode: CancelMode) -> Result<(), TasksError> {
         match &self.task {
@@ -462,6 +479,23 @@ impl TaskExecution {
         Ok(self.inner.answer(&key, parse_json("response", &response_json)?).await?)
     }
 
+    /// [`TaskExecution::result`] until `interrupt` fires: `None` then, with nothing marked
+    /// delivered (the outcome stays for `resume_all`).
+    pub async fn result_until(&self, interrupt: Arc<Interrupt>) -> Result<Option<Outcome>, TasksError> {
+        interrupt.until(self.result()).await.transpose()
+    }
+
+    /// [`TaskExecution::value_json`] until `interrupt` fires: `None` then, with nothing marked
+    /// delivered.
+    pub async fn value_json_until(&self, interrupt: Arc<Interrupt>) -> Result<Option<String>, TasksError> {
+        interrupt.until(self.value_json()).await.transpose()
+    }
+
+    /// [`TaskExecution::next_update`] until `interrupt` fires (`None` then).
+    pub async fn next_update_until(&self, interrupt: Arc<Interrupt>) -> Option<TaskState> {
+        interrupt.until(self.next_update()).await.flatten()
+    }
+
     /// Calls `listener` for every newer state and then the outcome, until the returned handle is
     /// dropped or cancelled.
     pub fn observe(&self, listener: Arc<dyn TaskListener>) -> Arc<ObservationHandle> {
@@ -477,6 +511,46 @@ impl TaskExecution {
             }
         });
         Arc::new(ObservationHandle { task: task.abort_handle() })
+    }
+}
+
+/// Ends the `*_until` waits it is passed to, at once and for good: a Swift `Task`'s
+/// cancellation does not reach the Rust future behind a generated async call (uniffi-rs #2771),
+/// so the Swift layer fires one from `withTaskCancellationHandler`. A wait it ends is dropped
+/// before it finishes, so a result it was waiting for is not marked delivered.
+#[derive(uniffi::Object)]
+pub struct Interrupt {
+    fired: tokio::sync::watch::Sender<bool>,
+}
+
+impl Interrupt {
+    /// `work`'s output, or `None` once this interrupt has fired (before or during the wait).
+    async fn until<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        let mut fired = self.fired.subscribe();
+        tokio::select! {
+            biased;
+            _ = fired.wait_for(|fired| *fired) => None,
+            out = work => Some(out),
+        }
+    }
+}
+
+#[uniffi::export]
+impl Interrupt {
+    /// An interrupt that has not fired.
+    #[uniffi::constructor]
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self { fired: tokio::sync::watch::channel(false).0 })
+    }
+
+    /// Ends every wait given this interrupt, now and later.
+    pub fn fire(&self) {
+        self.fired.send_replace(true);
+    }
+
+    /// Whether `fire` was called.
+    pub fn is_fired(&self) -> bool {
+        *self.fired.borrow()
     }
 }
 

@@ -613,9 +613,20 @@ public protocol ExecutionProtocol: AnyObject, Sendable {
     func nextUpdate() async  -> TaskState?
     
     /**
+     * [`Execution::next_update`] until `interrupt` fires (`None` then).
+     */
+    func nextUpdateUntil(interrupt: Interrupt) async  -> TaskState?
+    
+    /**
      * The outcome (an immediate result is `Completed`).
      */
     func result() async throws  -> Outcome
+    
+    /**
+     * [`Execution::result`] until `interrupt` fires: `None` then, with nothing marked delivered
+     * (the outcome stays for `resume_all`).
+     */
+    func resultUntil(interrupt: Interrupt) async throws  -> Outcome?
     
     /**
      * The task being followed, or `None` for an immediate result.
@@ -632,6 +643,12 @@ public protocol ExecutionProtocol: AnyObject, Sendable {
      * task (`TaskCancelledError`, ...).
      */
     func valueJson() async throws  -> String
+    
+    /**
+     * [`Execution::value_json`] until `interrupt` fires: `None` then, with nothing marked
+     * delivered.
+     */
+    func valueJsonUntil(interrupt: Interrupt) async throws  -> String?
     
 }
 /**
@@ -782,6 +799,26 @@ open func nextUpdate()async  -> TaskState?  {
 }
     
     /**
+     * [`Execution::next_update`] until `interrupt` fires (`None` then).
+     */
+open func nextUpdateUntil(interrupt: Interrupt)async  -> TaskState?  {
+    return
+        try!  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_next_update_until(
+                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeTaskState.lift,
+            errorHandler: nil
+            
+        )
+}
+    
+    /**
      * The outcome (an immediate result is `Completed`).
      */
 open func result()async throws  -> Outcome  {
@@ -796,6 +833,26 @@ open func result()async throws  -> Outcome  {
             completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterTypeOutcome_lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
+     * [`Execution::result`] until `interrupt` fires: `None` then, with nothing marked delivered
+     * (the outcome stays for `resume_all`).
+     */
+open func resultUntil(interrupt: Interrupt)async throws  -> Outcome?  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_result_until(
+                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeOutcome.lift,
             errorHandler: FfiConverterTypeTasksError_lift
         )
 }
@@ -840,6 +897,26 @@ open func valueJson()async throws  -> String  {
             completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterString.lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
+     * [`Execution::value_json`] until `interrupt` fires: `None` then, with nothing marked
+     * delivered.
+     */
+open func valueJsonUntil(interrupt: Interrupt)async throws  -> String?  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_execution_value_json_until(
+                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionString.lift,
             errorHandler: FfiConverterTypeTasksError_lift
         )
 }
@@ -1102,6 +1179,168 @@ public func FfiConverterTypeInputHandler_lift(_ handle: UInt64) throws -> InputH
 #endif
 public func FfiConverterTypeInputHandler_lower(_ value: InputHandler) -> UInt64 {
     return FfiConverterTypeInputHandler.lower(value)
+}
+
+
+
+
+
+
+/**
+ * Ends the `*_until` waits it is passed to, at once and for good: a Swift `Task`'s
+ * cancellation does not reach the Rust future behind a generated async call (uniffi-rs #2771),
+ * so the Swift layer fires one from `withTaskCancellationHandler`. A wait it ends is dropped
+ * before it finishes, so a result it was waiting for is not marked delivered.
+ */
+public protocol InterruptProtocol: AnyObject, Sendable {
+    
+    /**
+     * Ends every wait given this interrupt, now and later.
+     */
+    func fire() 
+    
+    /**
+     * Whether `fire` was called.
+     */
+    func isFired()  -> Bool
+    
+}
+/**
+ * Ends the `*_until` waits it is passed to, at once and for good: a Swift `Task`'s
+ * cancellation does not reach the Rust future behind a generated async call (uniffi-rs #2771),
+ * so the Swift layer fires one from `withTaskCancellationHandler`. A wait it ends is dropped
+ * before it finishes, so a result it was waiting for is not marked delivered.
+ */
+open class Interrupt: InterruptProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_mcp_tasks_ffi_fn_clone_interrupt(self.handle, $0) }
+    }
+    /**
+     * An interrupt that has not fired.
+     */
+public convenience init() {
+    let handle =
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_constructor_interrupt_new(uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_mcp_tasks_ffi_fn_free_interrupt(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Ends every wait given this interrupt, now and later.
+     */
+open func fire()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_interrupt_fire(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Whether `fire` was called.
+     */
+open func isFired() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_interrupt_is_fired(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeInterrupt: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = Interrupt
+
+    public static func lift(_ handle: UInt64) throws -> Interrupt {
+        return Interrupt(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: Interrupt) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Interrupt {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: Interrupt, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeInterrupt_lift(_ handle: UInt64) throws -> Interrupt {
+    return try FfiConverterTypeInterrupt.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeInterrupt_lower(_ value: Interrupt) -> UInt64 {
+    return FfiConverterTypeInterrupt.lower(value)
 }
 
 
@@ -1653,6 +1892,11 @@ public protocol TaskExecutionProtocol: AnyObject, Sendable {
     func nextUpdate() async  -> TaskState?
     
     /**
+     * [`TaskExecution::next_update`] until `interrupt` fires (`None` then).
+     */
+    func nextUpdateUntil(interrupt: Interrupt) async  -> TaskState?
+    
+    /**
      * Calls `listener` for every newer state and then the outcome, until the returned handle is
      * dropped or cancelled.
      */
@@ -1664,6 +1908,12 @@ public protocol TaskExecutionProtocol: AnyObject, Sendable {
     func result() async throws  -> Outcome
     
     /**
+     * [`TaskExecution::result`] until `interrupt` fires: `None` then, with nothing marked
+     * delivered (the outcome stays for `resume_all`).
+     */
+    func resultUntil(interrupt: Interrupt) async throws  -> Outcome?
+    
+    /**
      * The task id.
      */
     func taskId()  -> String
@@ -1673,6 +1923,12 @@ public protocol TaskExecutionProtocol: AnyObject, Sendable {
      * task (`TaskCancelledError`, ...). Marks the outcome delivered, as `result` does.
      */
     func valueJson() async throws  -> String
+    
+    /**
+     * [`TaskExecution::value_json`] until `interrupt` fires: `None` then, with nothing marked
+     * delivered.
+     */
+    func valueJsonUntil(interrupt: Interrupt) async throws  -> String?
     
 }
 /**
@@ -1797,6 +2053,26 @@ open func nextUpdate()async  -> TaskState?  {
 }
     
     /**
+     * [`TaskExecution::next_update`] until `interrupt` fires (`None` then).
+     */
+open func nextUpdateUntil(interrupt: Interrupt)async  -> TaskState?  {
+    return
+        try!  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_taskexecution_next_update_until(
+                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeTaskState.lift,
+            errorHandler: nil
+            
+        )
+}
+    
+    /**
      * Calls `listener` for every newer state and then the outcome, until the returned handle is
      * dropped or cancelled.
      */
@@ -1830,6 +2106,26 @@ open func result()async throws  -> Outcome  {
 }
     
     /**
+     * [`TaskExecution::result`] until `interrupt` fires: `None` then, with nothing marked
+     * delivered (the outcome stays for `resume_all`).
+     */
+open func resultUntil(interrupt: Interrupt)async throws  -> Outcome?  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_taskexecution_result_until(
+                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeOutcome.lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
      * The task id.
      */
 open func taskId() -> String  {
@@ -1857,6 +2153,26 @@ open func valueJson()async throws  -> String  {
             completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterString.lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
+     * [`TaskExecution::value_json`] until `interrupt` fires: `None` then, with nothing marked
+     * delivered.
+     */
+open func valueJsonUntil(interrupt: Interrupt)async throws  -> String?  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_taskexecution_value_json_until(
+                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionString.lift,
             errorHandler: FfiConverterTypeTasksError_lift
         )
 }
@@ -3770,6 +4086,30 @@ fileprivate struct FfiConverterOptionTypeTaskState: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeOutcome: FfiConverterRustBuffer {
+    typealias SwiftType = Outcome?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeOutcome.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeOutcome.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
     typealias SwiftType = [String]
 
@@ -3982,7 +4322,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_next_update() != 49043) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_next_update_until() != 12495) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_result() != 38569) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_result_until() != 28329) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_task() != 51564) {
@@ -3994,7 +4340,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_value_json() != 46176) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_execution_value_json_until() != 50659) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle() != 31887) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_interrupt_fire() != 42860) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_interrupt_is_fired() != 34114) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_observationhandle_cancel() != 22970) {
@@ -4012,16 +4367,25 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_next_update() != 61267) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_next_update_until() != 23981) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_observe() != 9444) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_result() != 46822) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_result_until() != 47022) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_task_id() != 27036) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_value_json() != 49724) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskexecution_value_json_until() != 54724) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasklistener_on_update() != 48483) {
@@ -4079,6 +4443,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_task_id() != 36115) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_constructor_interrupt_new() != 10605) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_constructor_tasksclient_new() != 43165) {

@@ -323,9 +323,19 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_kind(uint64_t ptr, RustCallS
 uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_next_update(uint64_t ptr
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_next_update_until(uint64_t ptr, uint64_t interrupt
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT
 uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_result(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT_UNTIL
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_result_until(uint64_t ptr, uint64_t interrupt
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_TASK
@@ -341,6 +351,11 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_task_id(uint64_t ptr, RustCa
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON
 uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_value_json(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON_UNTIL
+uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_value_json_until(uint64_t ptr, uint64_t interrupt
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_INPUTHANDLER
@@ -361,6 +376,32 @@ void uniffi_mcp_tasks_ffi_fn_init_callback_vtable_inputhandler(const UniffiVTabl
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INPUTHANDLER_HANDLE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INPUTHANDLER_HANDLE
 RustBuffer uniffi_mcp_tasks_ffi_fn_method_inputhandler_handle(uint64_t ptr, RustBuffer request, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_INTERRUPT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_INTERRUPT
+uint64_t uniffi_mcp_tasks_ffi_fn_clone_interrupt(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FREE_INTERRUPT
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_FREE_INTERRUPT
+void uniffi_mcp_tasks_ffi_fn_free_interrupt(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CONSTRUCTOR_INTERRUPT_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CONSTRUCTOR_INTERRUPT_NEW
+uint64_t uniffi_mcp_tasks_ffi_fn_constructor_interrupt_new(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INTERRUPT_FIRE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INTERRUPT_FIRE
+void uniffi_mcp_tasks_ffi_fn_method_interrupt_fire(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INTERRUPT_IS_FIRED
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INTERRUPT_IS_FIRED
+int8_t uniffi_mcp_tasks_ffi_fn_method_interrupt_is_fired(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_OBSERVATIONHANDLE
@@ -408,6 +449,11 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskexecution_latest(uint64_t ptr, Rus
 uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_next_update(uint64_t ptr
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_NEXT_UPDATE_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_NEXT_UPDATE_UNTIL
+uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_next_update_until(uint64_t ptr, uint64_t interrupt
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_OBSERVE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_OBSERVE
 uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_observe(uint64_t ptr, uint64_t listener, RustCallStatus *_Nonnull out_status
@@ -418,6 +464,11 @@ uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_observe(uint64_t ptr, uint
 uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_result(uint64_t ptr
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_RESULT_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_RESULT_UNTIL
+uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_result_until(uint64_t ptr, uint64_t interrupt
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_TASK_ID
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_TASK_ID
 RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskexecution_task_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -426,6 +477,11 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskexecution_task_id(uint64_t ptr, Ru
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_VALUE_JSON
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_VALUE_JSON
 uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_value_json(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_VALUE_JSON_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKEXECUTION_VALUE_JSON_UNTIL
+uint64_t uniffi_mcp_tasks_ffi_fn_method_taskexecution_value_json_until(uint64_t ptr, uint64_t interrupt
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_TASKLISTENER
@@ -916,9 +972,21 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_next_update(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_next_update_until(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_result(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT_UNTIL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_result_until(void
     
 );
 #endif
@@ -940,9 +1008,27 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_value_json(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON_UNTIL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_value_json_until(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INPUTHANDLER_HANDLE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INPUTHANDLER_HANDLE
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_FIRE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_FIRE
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_interrupt_fire(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_IS_FIRED
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_IS_FIRED
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_interrupt_is_fired(void
     
 );
 #endif
@@ -976,6 +1062,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_next_update(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_NEXT_UPDATE_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_NEXT_UPDATE_UNTIL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_next_update_until(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_OBSERVE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_OBSERVE
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_observe(void
@@ -988,6 +1080,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_result(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_RESULT_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_RESULT_UNTIL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_result_until(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_TASK_ID
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_TASK_ID
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_task_id(void
@@ -997,6 +1095,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_task_id(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_VALUE_JSON
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_VALUE_JSON
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_value_json(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_VALUE_JSON_UNTIL
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKEXECUTION_VALUE_JSON_UNTIL
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskexecution_value_json_until(void
     
 );
 #endif
@@ -1111,6 +1215,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_state(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_TASK_ID
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_TASK_ID
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_task_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_INTERRUPT_NEW
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_CONSTRUCTOR_INTERRUPT_NEW
+uint16_t uniffi_mcp_tasks_ffi_checksum_constructor_interrupt_new(void
     
 );
 #endif
