@@ -28,5 +28,7 @@ let package = Package(
         .testTarget(name: "MCPTasksTests", dependencies: ["MCPTasks"]),
         // The README's example (bindings-swift/swift-test runs it against the fixture server).
         .executableTarget(name: "quickstart", dependencies: ["MCPTasks"], path: "Examples/Quickstart"),
+        // The Swift half of bindings-swift/bench (the Rust half is tests/fixtures' swift-bench).
+        .executableTarget(name: "swift-bench", dependencies: ["MCPTasks"], path: "Benchmarks/SwiftBench"),
     ]
 )
