@@ -345,23 +345,6 @@ impl Execution {
         }
     }
 
-    /// [`Execution::result`] until `interrupt` fires: `None` then, with nothing marked delivered
-    /// (the outcome stays for `resume_all`).
-    pub async fn result_until(&self, interrupt: Arc<Interrupt>) -> Result<Option<Outcome>, TasksError> {
-        interrupt.until(self.result()).await.transpose()
-    }
-
-    /// [`Execution::value_json`] until `interrupt` fires: `None` then, with nothing marked
-    /// delivered.
-    pub async fn value_json_until(&self, interrupt: Arc<Interrupt>) -> Result<Option<String>, TasksError> {
-        interrupt.until(self.value_json()).await.transpose()
-    }
-
-    /// [`Execution::next_update`] until `interrupt` fires (`None` then).
-    pub async fn next_update_until(&self, interrupt: Arc<Interrupt>) -> Option<TaskState> {
-        interrupt.until(self.next_update()).await.flatten()
-    }
-
     /// Sends `tasks/cancel` (nothing to cancel for an immediate result).
     pub fn cancel(&self, mode: CancelMode) -> Result<(), TasksError> {
         match &self.task {

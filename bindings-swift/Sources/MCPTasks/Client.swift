@@ -249,20 +249,15 @@ public final class Execution: Sendable {
     /// `resumeAll()` does not hand it out again. See `CancellationPolicy` for what cancelling the
     /// awaiting Swift `Task` does.
     public func result(whenCancelled policy: CancellationPolicy = .cancelTask) async throws -> Outcome {
-        let ffi = self.ffi
-        return Outcome(try await awaiting(policy, cancel: { try? ffi.cancel(mode: .stop) }) {
-            try await ffi.resultUntil(interrupt: $0)
-        })
+        if let task { return try await task.result(whenCancelled: policy) }
+        return Outcome(try await bridged { try await ffi.result() })
     }
 
     /// The `CallToolResult`, or the typed error for a failed, cancelled, gone or expired task
     /// (`TasksError.TaskCancelledError`, ...). Marks the outcome delivered, as `result()` does.
     public func value(whenCancelled policy: CancellationPolicy = .cancelTask) async throws -> JSONValue {
-        let ffi = self.ffi
-        let text = try await awaiting(policy, cancel: { try? ffi.cancel(mode: .stop) }) {
-            try await ffi.valueJsonUntil(interrupt: $0)
-        }
-        return parsedJSON(text) ?? .null
+        if let task { return try await task.value(whenCancelled: policy) }
+        return parsedJSON(try await bridged { try await ffi.valueJson() }) ?? .null
     }
 
     /// The `CallToolResult` decoded as `T` (e.g. a struct with `structuredContent`), or the
@@ -275,10 +270,7 @@ public final class Execution: Sendable {
 
     /// Every newer state of the task (from polls and notifications), the latest first, ending at
     /// its outcome; empty for an immediate result.
-    public var updates: TaskUpdates {
-        let ffi = self.ffi
-        return TaskUpdates { await ffi.nextUpdateUntil(interrupt: $0) }
-    }
+    public var updates: TaskUpdates { task?.updates ?? TaskUpdates { _ in nil } }
 
     /// Sends `tasks/cancel` (nothing to cancel for an immediate result).
     public func cancel(mode: CancelMode = .stop) throws {

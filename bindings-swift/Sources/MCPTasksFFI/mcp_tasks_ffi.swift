@@ -613,20 +613,9 @@ public protocol ExecutionProtocol: AnyObject, Sendable {
     func nextUpdate() async  -> TaskState?
     
     /**
-     * [`Execution::next_update`] until `interrupt` fires (`None` then).
-     */
-    func nextUpdateUntil(interrupt: Interrupt) async  -> TaskState?
-    
-    /**
      * The outcome (an immediate result is `Completed`).
      */
     func result() async throws  -> Outcome
-    
-    /**
-     * [`Execution::result`] until `interrupt` fires: `None` then, with nothing marked delivered
-     * (the outcome stays for `resume_all`).
-     */
-    func resultUntil(interrupt: Interrupt) async throws  -> Outcome?
     
     /**
      * The task being followed, or `None` for an immediate result.
@@ -643,12 +632,6 @@ public protocol ExecutionProtocol: AnyObject, Sendable {
      * task (`TaskCancelledError`, ...).
      */
     func valueJson() async throws  -> String
-    
-    /**
-     * [`Execution::value_json`] until `interrupt` fires: `None` then, with nothing marked
-     * delivered.
-     */
-    func valueJsonUntil(interrupt: Interrupt) async throws  -> String?
     
 }
 /**
@@ -799,26 +782,6 @@ open func nextUpdate()async  -> TaskState?  {
 }
     
     /**
-     * [`Execution::next_update`] until `interrupt` fires (`None` then).
-     */
-open func nextUpdateUntil(interrupt: Interrupt)async  -> TaskState?  {
-    return
-        try!  await uniffiRustCallAsync(
-            rustFutureFunc: {
-                uniffi_mcp_tasks_ffi_fn_method_execution_next_update_until(
-                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
-                )
-            },
-            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
-            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
-            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
-            liftFunc: FfiConverterOptionTypeTaskState.lift,
-            errorHandler: nil
-            
-        )
-}
-    
-    /**
      * The outcome (an immediate result is `Completed`).
      */
 open func result()async throws  -> Outcome  {
@@ -833,26 +796,6 @@ open func result()async throws  -> Outcome  {
             completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterTypeOutcome_lift,
-            errorHandler: FfiConverterTypeTasksError_lift
-        )
-}
-    
-    /**
-     * [`Execution::result`] until `interrupt` fires: `None` then, with nothing marked delivered
-     * (the outcome stays for `resume_all`).
-     */
-open func resultUntil(interrupt: Interrupt)async throws  -> Outcome?  {
-    return
-        try  await uniffiRustCallAsync(
-            rustFutureFunc: {
-                uniffi_mcp_tasks_ffi_fn_method_execution_result_until(
-                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
-                )
-            },
-            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
-            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
-            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
-            liftFunc: FfiConverterOptionTypeOutcome.lift,
             errorHandler: FfiConverterTypeTasksError_lift
         )
 }
@@ -897,26 +840,6 @@ open func valueJson()async throws  -> String  {
             completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterString.lift,
-            errorHandler: FfiConverterTypeTasksError_lift
-        )
-}
-    
-    /**
-     * [`Execution::value_json`] until `interrupt` fires: `None` then, with nothing marked
-     * delivered.
-     */
-open func valueJsonUntil(interrupt: Interrupt)async throws  -> String?  {
-    return
-        try  await uniffiRustCallAsync(
-            rustFutureFunc: {
-                uniffi_mcp_tasks_ffi_fn_method_execution_value_json_until(
-                        self.uniffiCloneHandle(),FfiConverterTypeInterrupt_lower(interrupt)
-                )
-            },
-            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_rust_buffer,
-            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_rust_buffer,
-            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_rust_buffer,
-            liftFunc: FfiConverterOptionString.lift,
             errorHandler: FfiConverterTypeTasksError_lift
         )
 }
@@ -4322,13 +4245,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_next_update() != 49043) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_execution_next_update_until() != 12495) {
-        return InitializationResult.apiChecksumMismatch
-    }
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_result() != 38569) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mcp_tasks_ffi_checksum_method_execution_result_until() != 28329) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_task() != 51564) {
@@ -4338,9 +4255,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_execution_value_json() != 46176) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mcp_tasks_ffi_checksum_method_execution_value_json_until() != 50659) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle() != 31887) {

@@ -138,6 +138,19 @@ final class OfflineTests: XCTestCase {
         XCTAssertThrowsError(try TaskDriver(created: ["resultType": "complete"], nowMs: t0))
     }
 
+    // MARK: the README
+
+    /// The README's Swift example is Examples/Quickstart/main.swift (compiled, and run by
+    /// bindings-swift/swift-test), from its first import on.
+    func testTheReadmeQuotesTheCompiledExample() throws {
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let example = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("bindings-swift/Examples/Quickstart/main.swift"),
+            encoding: .utf8)
+        let body = try XCTUnwrap(example.range(of: "import Foundation")).lowerBound
+        XCTAssertTrue(readme.contains("```swift\n" + example[body...] + "```"), "README.md's Swift example differs")
+    }
+
     // MARK: errors and the public surface
 
     func testErrorCasesAreCoresClassesWithTheirCodes() throws {

@@ -323,19 +323,9 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_kind(uint64_t ptr, RustCallS
 uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_next_update(uint64_t ptr
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
-uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_next_update_until(uint64_t ptr, uint64_t interrupt
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT
 uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_result(uint64_t ptr
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT_UNTIL
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_RESULT_UNTIL
-uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_result_until(uint64_t ptr, uint64_t interrupt
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_TASK
@@ -351,11 +341,6 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_execution_task_id(uint64_t ptr, RustCa
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON
 uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_value_json(uint64_t ptr
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON_UNTIL
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_EXECUTION_VALUE_JSON_UNTIL
-uint64_t uniffi_mcp_tasks_ffi_fn_method_execution_value_json_until(uint64_t ptr, uint64_t interrupt
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_INPUTHANDLER
@@ -972,21 +957,9 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_next_update(void
     
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_NEXT_UPDATE_UNTIL
-uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_next_update_until(void
-    
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_result(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT_UNTIL
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_RESULT_UNTIL
-uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_result_until(void
     
 );
 #endif
@@ -1005,12 +978,6 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_task_id(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_value_json(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON_UNTIL
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_EXECUTION_VALUE_JSON_UNTIL
-uint16_t uniffi_mcp_tasks_ffi_checksum_method_execution_value_json_until(void
     
 );
 #endif
