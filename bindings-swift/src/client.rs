@@ -530,11 +530,6 @@ impl Interrupt {
     pub fn fire(&self) {
         self.fired.send_replace(true);
     }
-
-    /// Whether `fire` was called.
-    pub fn is_fired(&self) -> bool {
-        *self.fired.borrow()
-    }
 }
 
 /// Stops an `observe` when dropped or cancelled.

@@ -1,8 +1,9 @@
 //! The uniffi library behind the Swift package `MCPTasks`: glue over the mcp-tasks client. Every
 //! function converts its arguments, calls the core, converts back and maps errors (`error.rs`,
 //! one FFI error enum); file names mirror the core modules. The Swift layer in
-//! `Sources/MCPTasks/` wraps it in the public Swift API (JSONValue, async sequences, cancellation); the same library also yields Python (and
-//! Kotlin) bindings, which the smoke test uses where no Swift compiler exists.
+//! `Sources/MCPTasks/` wraps it in the public Swift API (JSONValue, async sequences,
+//! cancellation); the same library also yields Python (and Kotlin) bindings, which the smoke test
+//! uses where no Swift compiler exists.
 
 pub mod client;
 pub mod error;

@@ -202,27 +202,6 @@ public final class TasksClient: Sendable {
     }
 }
 
-/// Waits through `wait`, which ends early with `nil` when its interrupt fires. Cancelling the
-/// awaiting Swift `Task` runs `cancel` (`.cancelTask`: the wait then ends with the server's
-/// answer) or fires the interrupt (`.detach`: the wait ends at once, throwing
-/// `CancellationError`).
-func awaiting<T: Sendable>(
-    _ policy: CancellationPolicy, cancel: @escaping @Sendable () -> Void,
-    _ wait: @Sendable (MCPTasksFFI.Interrupt) async throws -> T?
-) async throws -> T {
-    let interrupt = MCPTasksFFI.Interrupt()
-    let value = try await withTaskCancellationHandler {
-        try await bridged { try await wait(interrupt) }
-    } onCancel: {
-        switch policy {
-        case .cancelTask: cancel()
-        case .detach: interrupt.fire()
-        }
-    }
-    guard let value else { throw CancellationError() }
-    return value
-}
-
 /// What `callTool` became, with the same face for both kinds: `result()`, `value()`, `updates`,
 /// `cancel` and `answer` (an immediate result has no updates, nothing to cancel and nothing to
 /// answer).
@@ -304,18 +283,34 @@ public final class TaskExecution: Sendable {
     /// `CancellationPolicy` for what cancelling the awaiting Swift `Task` does.
     public func result(whenCancelled policy: CancellationPolicy = .cancelTask) async throws -> Outcome {
         let ffi = self.ffi
-        return Outcome(try await awaiting(policy, cancel: { try? ffi.cancel(mode: .stop) }) {
-            try await ffi.resultUntil(interrupt: $0)
-        })
+        return Outcome(try await awaiting(policy) { try await ffi.resultUntil(interrupt: $0) })
     }
 
     /// The `CallToolResult`, or the typed error for a failed, cancelled, gone or expired task.
     public func value(whenCancelled policy: CancellationPolicy = .cancelTask) async throws -> JSONValue {
         let ffi = self.ffi
-        let text = try await awaiting(policy, cancel: { try? ffi.cancel(mode: .stop) }) {
-            try await ffi.valueJsonUntil(interrupt: $0)
+        return parsedJSON(try await awaiting(policy) { try await ffi.valueJsonUntil(interrupt: $0) }) ?? .null
+    }
+
+    /// Waits through `wait`, which ends early with `nil` when its interrupt fires. Cancelling the
+    /// awaiting Swift `Task` sends `tasks/cancel` (`.cancelTask`: the wait then ends with the
+    /// server's answer) or fires the interrupt (`.detach`: the wait ends at once, throwing
+    /// `CancellationError`).
+    private func awaiting<T: Sendable>(
+        _ policy: CancellationPolicy, _ wait: @Sendable (MCPTasksFFI.Interrupt) async throws -> T?
+    ) async throws -> T {
+        let ffi = self.ffi
+        let interrupt = MCPTasksFFI.Interrupt()
+        let value = try await withTaskCancellationHandler {
+            try await bridged { try await wait(interrupt) }
+        } onCancel: {
+            switch policy {
+            case .cancelTask: try? ffi.cancel(mode: .stop)
+            case .detach: interrupt.fire()
+            }
         }
-        return parsedJSON(text) ?? .null
+        guard let value else { throw CancellationError() }
+        return value
     }
 
     /// Every newer state of the task, the latest first, ending at its outcome.

@@ -1122,11 +1122,6 @@ public protocol InterruptProtocol: AnyObject, Sendable {
      */
     func fire() 
     
-    /**
-     * Whether `fire` was called.
-     */
-    func isFired()  -> Bool
-    
 }
 /**
  * Ends the `*_until` waits it is passed to, at once and for good: a Swift `Task`'s
@@ -1207,18 +1202,6 @@ open func fire()  {try! rustCall() {
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 }
-}
-    
-    /**
-     * Whether `fire` was called.
-     */
-open func isFired() -> Bool  {
-    return try!  FfiConverterBool.lift(try! rustCall() {
-        uniffiCallStatus in
-    uniffi_mcp_tasks_ffi_fn_method_interrupt_is_fired(
-            self.uniffiCloneHandle(),uniffiCallStatus
-    )
-})
 }
     
 
@@ -4261,9 +4244,6 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_interrupt_fire() != 42860) {
-        return InitializationResult.apiChecksumMismatch
-    }
-    if (uniffi_mcp_tasks_ffi_checksum_method_interrupt_is_fired() != 34114) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_observationhandle_cancel() != 22970) {

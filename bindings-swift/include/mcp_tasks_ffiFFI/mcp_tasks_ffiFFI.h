@@ -384,11 +384,6 @@ uint64_t uniffi_mcp_tasks_ffi_fn_constructor_interrupt_new(RustCallStatus *_Nonn
 void uniffi_mcp_tasks_ffi_fn_method_interrupt_fire(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INTERRUPT_IS_FIRED
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_INTERRUPT_IS_FIRED
-int8_t uniffi_mcp_tasks_ffi_fn_method_interrupt_is_fired(uint64_t ptr, RustCallStatus *_Nonnull out_status
-);
-#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_OBSERVATIONHANDLE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_CLONE_OBSERVATIONHANDLE
 uint64_t uniffi_mcp_tasks_ffi_fn_clone_observationhandle(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -990,12 +985,6 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_inputhandler_handle(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_FIRE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_FIRE
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_interrupt_fire(void
-    
-);
-#endif
-#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_IS_FIRED
-#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_INTERRUPT_IS_FIRED
-uint16_t uniffi_mcp_tasks_ffi_checksum_method_interrupt_is_fired(void
     
 );
 #endif
