@@ -250,9 +250,16 @@ export declare class NativeTaskDriver {
   latest(): string
   /** The outcome (JSON), or `null` while the task runs. */
   outcome(): string | null
-  /** A `tasks/get` result (JSON) arrived. */
+  /**
+   * A `tasks/get` result (JSON) arrived. One that cannot be read (or is about another task)
+   * ends the driver: the outcome is `failed` (`data.reason` `unreadable_answer`, naming the
+   * part) and a best-effort `tasks/cancel` is the next outgoing request.
+   */
   handleGet(nowMs: number, resultJson: string): void
-  /** A `notifications/tasks` params object (JSON) arrived. */
+  /**
+   * A `notifications/tasks` params object (JSON) arrived; one that cannot be read asks for a
+   * poll now instead.
+   */
   handleNotification(nowMs: number, paramsJson: string): void
   /** `tasks/get` answered with a JSON-RPC error object (JSON). */
   handleGetError(nowMs: number, errorJson: string): void

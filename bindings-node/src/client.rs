@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mcp_tasks::client::{Client, ClientOptions, Execution, InputHandler, TaskExecution};
+use mcp_tasks::client::{Client, ClientOptions, Execution, InputError, InputHandler, TaskExecution};
 use mcp_tasks::protocol::client::InputRequest;
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
@@ -21,16 +21,21 @@ struct JsInputHandler(Arc<InputFn>);
 
 #[async_trait]
 impl InputHandler for JsInputHandler {
-    async fn handle(&self, request: InputRequest) -> Option<Value> {
+    async fn handle(&self, request: InputRequest) -> Result<Option<Value>, InputError> {
         let request = serde_json::to_string(&request).expect("requests serialize");
         let answer = match self.0.call_async_catch(request).await {
             Ok(promise) => promise.await,
             Err(e) => Err(e),
         };
         match answer {
-            Ok(Some(text)) => serde_json::from_str(&text).ok(),
-            // No answer (or a handler that threw): the request stays open for `answer()`.
-            Ok(None) | Err(_) => None,
+            // The TypeScript side sends what `JSON.stringify` made of the handler's answer.
+            Ok(Some(text)) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| InputError::new(format!("the input handler's answer is not JSON: {e}"))),
+            Ok(None) => Ok(None),
+            // What the handler threw ends the call with it as the cause (the TypeScript side
+            // keeps the thrown value itself for `cause`).
+            Err(e) => Err(InputError::new(e.reason.clone())),
         }
     }
 }

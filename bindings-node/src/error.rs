@@ -22,7 +22,7 @@ fn raise(class: &str, code: Option<i64>, message: &str, data: Option<&Value>, ca
 pub(crate) fn client_error(err: ClientError) -> napi::Error {
     match &err {
         ClientError::Rpc(rpc) => raise(err.class(), Some(rpc.code), &rpc.message, rpc.data.as_ref(), &[]),
-        _ => raise(err.class(), Some(err.code()), &err.to_string(), None, &err.causes()),
+        _ => raise(err.class(), Some(err.code()), &err.to_string(), err.data().as_ref(), &err.causes()),
     }
 }
 

@@ -3,9 +3,7 @@
 //! Times are Unix milliseconds passed in; nothing here does IO or reads a clock.
 
 use mcp_tasks::protocol::RpcError;
-use mcp_tasks::protocol::client::{
-    CancelMode, DriverConfig, DriverState, TaskDriver, classify, parse_created, parse_detailed,
-};
+use mcp_tasks::protocol::client::{CancelMode, DriverConfig, DriverState, TaskDriver, classify, parse_created};
 use napi_derive::napi;
 
 use crate::error::{driver_error, invalid_result, parse_json, protocol_error};
@@ -108,19 +106,22 @@ impl NativeTaskDriver {
         self.inner.outcome().map(to_json)
     }
 
-    /// A `tasks/get` result (JSON) arrived.
+    /// A `tasks/get` result (JSON) arrived. One that cannot be read (or is about another task)
+    /// ends the driver: the outcome is `failed` (`data.reason` `unreadable_answer`, naming the
+    /// part) and a best-effort `tasks/cancel` is the next outgoing request.
     #[napi]
     pub fn handle_get(&mut self, now_ms: f64, result_json: String) -> napi::Result<()> {
-        let task = parse_detailed(parse_json("result", &result_json)?).map_err(|e| invalid_result(&e))?;
-        self.inner.handle_get(ms(now_ms), task);
+        let result = parse_json("result", &result_json)?;
+        self.inner.handle_get_result(ms(now_ms), result);
         Ok(())
     }
 
-    /// A `notifications/tasks` params object (JSON) arrived.
+    /// A `notifications/tasks` params object (JSON) arrived; one that cannot be read asks for a
+    /// poll now instead.
     #[napi]
     pub fn handle_notification(&mut self, now_ms: f64, params_json: String) -> napi::Result<()> {
-        let task = parse_detailed(parse_json("params", &params_json)?).map_err(|e| invalid_result(&e))?;
-        self.inner.handle_notification(ms(now_ms), task);
+        let params = parse_json("params", &params_json)?;
+        self.inner.handle_notification_params(ms(now_ms), params);
         Ok(())
     }
 

@@ -76,6 +76,15 @@ export async function rustHost() {
   return start(binary, [String(await freePort()), "--store", "memory://"]);
 }
 
+/** The scripted server of a client vector (tests/vectors/client), beside the fixture host's
+ * binary; `log()` resolves to the methods it received. */
+export async function scriptedServer(vector) {
+  const fixture = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
+  const server = await start(join(dirname(fixture), "scripted-server"), [vector]);
+  const log = async () => (await (await fetch(server.url.replace(/\/mcp$/, "/log"))).json()).map((m) => m.method);
+  return { ...server, log };
+}
+
 /** The Python server, or null when no Python with mcp-tasks is configured ($MCP_TASKS_PYTHON). */
 export async function pythonServer() {
   const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");

@@ -10,8 +10,10 @@
 
 import type * as NativeModule from "../native.js";
 import { native } from "./native.js";
-import { InvalidParamsError, mapped, mappedSync } from "./errors.js";
+import { InvalidParamsError, McpTaskError, mapped, mappedSync } from "./errors.js";
+import { parseJson, stringifyJson } from "./json.js";
 
+export { parseJson, stringifyJson } from "./json.js";
 export {
   ERROR_CLASSES,
   HeaderMismatchError,
@@ -103,9 +105,40 @@ export interface InputRequest {
 
 /**
  * Answers an input request: return the response object (an `ElicitResult`, `CreateMessageResult`,
- * ...), or `undefined` to leave it open (answer later with `TaskExecution.answer`).
+ * ...), or `undefined` (or `null`) to leave it open (answer later with `TaskExecution.answer`).
+ * A handler that throws, or returns anything but an object, ends the call at once: it rejects
+ * with an `InternalError` (`data.reason` `input_handler_failed`) whose `cause` is what was thrown,
+ * and a task is cancelled (best effort). `onInputRequest` refuses a handler declaring more than
+ * one parameter.
  */
 export type InputHandler = (request: InputRequest) => unknown | Promise<unknown>;
+
+/** What the input handler threw, by task and key, until the error it caused is thrown (then it
+ * becomes that error's `cause`). Bounded: one nobody takes is forgotten after `LIMIT` later ones. */
+class HandlerFailures {
+  static readonly LIMIT = 256;
+  readonly #thrown = new Map<string, unknown>();
+
+  keep(taskId: string | null, key: string, thrown: unknown): void {
+    this.#thrown.set(`${taskId ?? ""}\u0000${key}`, thrown);
+    while (this.#thrown.size > HandlerFailures.LIMIT) {
+      this.#thrown.delete(this.#thrown.keys().next().value as string);
+    }
+  }
+
+  /** `error` with what the handler threw as its `cause`, when a failing handler caused it. */
+  chain(error: unknown): unknown {
+    if (error instanceof McpTaskError) {
+      const data = (error.data ?? {}) as { reason?: string; taskId?: string | null; key?: string };
+      const id = `${data.taskId ?? ""}\u0000${data.key}`;
+      if (data.reason === "input_handler_failed" && this.#thrown.has(id)) {
+        Object.defineProperty(error, "cause", { value: this.#thrown.get(id), configurable: true, writable: true });
+        this.#thrown.delete(id);
+      }
+    }
+    return error;
+  }
+}
 
 /** Options of `TasksClient`: core's `ClientOptions`; absent ones take core's defaults. */
 export interface TasksClientOptions {
@@ -156,10 +189,12 @@ export interface CallToolOptions {
 /** A task being followed. Following stops when the object is garbage-collected. */
 export class TaskExecution {
   readonly #native: NativeModule.NativeTaskExecution;
+  readonly #failures: HandlerFailures | undefined;
 
   /** @internal */
-  constructor(nativeExecution: NativeModule.NativeTaskExecution) {
+  constructor(nativeExecution: NativeModule.NativeTaskExecution, failures?: HandlerFailures) {
     this.#native = nativeExecution;
+    this.#failures = failures;
   }
 
   /** The task id. */
@@ -169,7 +204,7 @@ export class TaskExecution {
 
   /** The latest state seen. */
   latest(): TaskState {
-    return JSON.parse(this.#native.latest()) as TaskState;
+    return parseJson(this.#native.latest()) as TaskState;
   }
 
   /** Every newer state, from polls and notifications, until the task has an outcome. */
@@ -179,13 +214,13 @@ export class TaskExecution {
       if (next === null) {
         return;
       }
-      yield JSON.parse(next) as TaskState;
+      yield parseJson(next) as TaskState;
     }
   }
 
   /** Waits for the outcome; it is then marked delivered (`resumeAll` will not return it again). */
   async result(): Promise<Outcome> {
-    return JSON.parse(await mapped(() => this.#native.result())) as Outcome;
+    return parseJson(await mapped(() => this.#native.result())) as Outcome;
   }
 
   /**
@@ -201,18 +236,23 @@ export class TaskExecution {
    * for a key the server never asked, one already answered, or a finished task.
    */
   async answer(key: string, response: unknown): Promise<void> {
-    await mapped(() => this.#native.answer(key, JSON.stringify(response)));
+    await mapped(() => this.#native.answer(key, stringifyJson(response)));
   }
 
   /** The `CallToolResult`, or throws the typed error (`TaskCancelledError`, `TaskGoneError`, ...). */
   async value(): Promise<CallToolResult> {
-    return valueOf(await this.result(), this.taskId);
+    const outcome = await this.result();
+    try {
+      return valueOf(outcome, this.taskId);
+    } catch (error) {
+      throw this.#failures?.chain(error) ?? error;
+    }
   }
 }
 
 /** The result of an outcome, or the typed error core names for it (cancelled, gone, expired, failed). */
 function valueOf(outcome: Outcome, taskId: string): CallToolResult {
-  return JSON.parse(mappedSync(() => native.outcomeResult(JSON.stringify(outcome), taskId))) as CallToolResult;
+  return parseJson(mappedSync(() => native.outcomeResult(stringifyJson(outcome), taskId))) as CallToolResult;
 }
 
 /** What both kinds of execution offer: the same face in every language. */
@@ -261,8 +301,21 @@ export class TasksClient {
     this.#options = { ...options };
   }
 
-  /** Sets the handler for input requests (replacing any earlier one). */
+  readonly #failures = new HandlerFailures();
+
+  /** Sets the handler for input requests (replacing any earlier one); throws `TypeError` for one
+   * that is no function or declares more than one parameter (it is called with one request). */
   onInputRequest(handler: InputHandler | undefined): this {
+    if (handler !== undefined) {
+      if (typeof handler !== "function") {
+        throw new TypeError(`the input handler must be a function, not ${typeof handler}`);
+      }
+      if (handler.length > 1) {
+        throw new TypeError(
+          `the input handler is called with one argument, the InputRequest; ${handler.name || "this one"} declares ${handler.length}`,
+        );
+      }
+    }
     this.#handler = handler;
     return this;
   }
@@ -275,7 +328,7 @@ export class TasksClient {
           new native.NativeClient(
             // Core's ClientOptions as they are (core checks how they combine), headers as
             // ordered pairs.
-            JSON.stringify({ ...o, headers: Object.entries(o.headers ?? {}) }),
+            stringifyJson({ ...o, headers: Object.entries(o.headers ?? {}) }),
             (requestJson) => this.#answer(requestJson),
           ),
       );
@@ -288,16 +341,17 @@ export class TasksClient {
     if (handler === undefined) {
       return null;
     }
+    const request = parseJson<InputRequest>(requestJson);
+    let response: unknown;
     try {
-      const response = await handler(JSON.parse(requestJson) as InputRequest);
-      return response === undefined ? null : JSON.stringify(response);
+      response = await handler(request);
     } catch (error) {
-      // The request stays open; the application may still answer it.
-      queueMicrotask(() => {
-        throw error;
-      });
-      return null;
+      // Core ends the call with this failure; the thrown value becomes the error's `cause`.
+      this.#failures.keep(request.taskId, request.key, error);
+      throw error;
     }
+    // Core checks the shape: anything but an object fails the call, naming what it was.
+    return response === undefined || response === null ? null : stringifyJson(response);
   }
 
   /**
@@ -306,9 +360,14 @@ export class TasksClient {
    */
   async callTool(name: string, args: Record<string, unknown> = {}, opts: CallToolOptions = {}): Promise<Execution> {
     const client = this.#client();
-    const call = await mapped(() => client.callTool(name, JSON.stringify(args)));
+    let call: NativeModule.NativeCall;
+    try {
+      call = await mapped(() => client.callTool(name, stringifyJson(args)));
+    } catch (error) {
+      throw this.#failures.chain(error);
+    }
     const nativeTask = call.takeTask();
-    const payload = JSON.parse(call.payload) as Record<string, unknown>;
+    const payload = parseJson<Record<string, unknown>>(call.payload);
     if (nativeTask === null) {
       const result = payload as CallToolResult;
       return {
@@ -319,13 +378,13 @@ export class TasksClient {
         updates: none,
         cancel: () => {},
         answer: async (key) => {
-          throw new InvalidParamsError(null, `input key ${JSON.stringify(key)} was not requested: the call answered at once`);
+          throw new InvalidParamsError(null, `input key ${stringifyJson(key)} was not requested: the call answered at once`);
         },
         task: undefined,
         callToolResult: result,
       };
     }
-    const task = new TaskExecution(nativeTask);
+    const task = new TaskExecution(nativeTask, this.#failures);
     if (opts.signal) {
       const abort = () => task.cancel("stop");
       if (opts.signal.aborted) {
@@ -351,7 +410,7 @@ export class TasksClient {
   async resumeAll(): Promise<TaskExecution[]> {
     const client = this.#client();
     const tasks = await mapped(() => client.resumeAll());
-    return tasks.map((t) => new TaskExecution(t));
+    return tasks.map((t) => new TaskExecution(t, this.#failures));
   }
 
   /**
@@ -377,7 +436,7 @@ export const protocol = {
     | { kind: "complete"; result: CallToolResult }
     | { kind: "input_required"; result: Record<string, unknown> }
     | { kind: "task"; task: TaskState } {
-    return JSON.parse(mappedSync(() => native.classifyToolsCall(JSON.stringify(result), declared)));
+    return parseJson(mappedSync(() => native.classifyToolsCall(stringifyJson(result), declared)));
   },
   TaskDriver: class TaskDriver {
     readonly #native: NativeModule.NativeTaskDriver;
@@ -388,7 +447,7 @@ export const protocol = {
         created instanceof Resumed
           ? created.native
           : mappedSync(
-              () => new native.NativeTaskDriver(JSON.stringify(created), nowMs, config.defaultPollMs, config.minPollMs),
+              () => new native.NativeTaskDriver(stringifyJson(created), nowMs, config.defaultPollMs, config.minPollMs),
             );
     }
     /** Re-attaches from a saved `state()` at `nowMs` (after a restart). */
@@ -398,36 +457,36 @@ export const protocol = {
       config: { defaultPollMs?: number; minPollMs?: number } = {},
     ): TaskDriver {
       const resumed = mappedSync(() =>
-        native.NativeTaskDriver.resume(JSON.stringify(state), nowMs, config.defaultPollMs, config.minPollMs),
+        native.NativeTaskDriver.resume(stringifyJson(state), nowMs, config.defaultPollMs, config.minPollMs),
       );
       return new TaskDriver(new Resumed(resumed), nowMs, config);
     }
     /** What survives a restart: task id, last state, surfaced and answered keys, requested cancel. */
     state(): DriverState {
-      return JSON.parse(this.#native.state()) as DriverState;
+      return parseJson(this.#native.state()) as DriverState;
     }
     get taskId(): string {
       return this.#native.taskId;
     }
     latest(): TaskState {
-      return JSON.parse(this.#native.latest()) as TaskState;
+      return parseJson(this.#native.latest()) as TaskState;
     }
     outcome(): Outcome | null {
       const o = this.#native.outcome();
-      return o === null ? null : (JSON.parse(o) as Outcome);
+      return o === null ? null : (parseJson(o) as Outcome);
     }
     handleGet(nowMs: number, result: unknown): void {
-      mappedSync(() => this.#native.handleGet(nowMs, JSON.stringify(result)));
+      mappedSync(() => this.#native.handleGet(nowMs, stringifyJson(result)));
     }
     handleNotification(nowMs: number, params: unknown): void {
-      mappedSync(() => this.#native.handleNotification(nowMs, JSON.stringify(params)));
+      mappedSync(() => this.#native.handleNotification(nowMs, stringifyJson(params)));
     }
     handleGetError(nowMs: number, error: RpcError): void {
-      mappedSync(() => this.#native.handleGetError(nowMs, JSON.stringify(error)));
+      mappedSync(() => this.#native.handleGetError(nowMs, stringifyJson(error)));
     }
     /** A `tasks/update` or `tasks/cancel` was answered: `error` is its JSON-RPC error, or `null` for the ack. */
     handleAck(nowMs: number, method: "tasks/update" | "tasks/cancel", error: RpcError | null = null): void {
-      mappedSync(() => this.#native.handleAck(nowMs, method, error === null ? null : JSON.stringify(error)));
+      mappedSync(() => this.#native.handleAck(nowMs, method, error === null ? null : stringifyJson(error)));
     }
     pollTimeout(): number | null {
       return this.#native.pollTimeout();
@@ -437,7 +496,7 @@ export const protocol = {
     }
     pollOutgoing(): { method: string; params: Record<string, unknown> } | null {
       const o = this.#native.pollOutgoing();
-      return o === null ? null : JSON.parse(o);
+      return o === null ? null : parseJson(o);
     }
     pollEvent():
       | { kind: "status"; task: TaskState }
@@ -445,10 +504,10 @@ export const protocol = {
       | { kind: "finished"; outcome: Outcome }
       | null {
       const e = this.#native.pollEvent();
-      return e === null ? null : JSON.parse(e);
+      return e === null ? null : parseJson(e);
     }
     answer(key: string, response: unknown): void {
-      mappedSync(() => this.#native.answer(key, JSON.stringify(response)));
+      mappedSync(() => this.#native.answer(key, stringifyJson(response)));
     }
     cancel(mode: "stop" | "observe" = "stop"): void {
       mappedSync(() => this.#native.cancel(mode));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mcp_tasks::client::{
-    Client, ClientError, ClientOptions, Execution, InputHandler, ListenStream, TaskExecution, Transport,
+    Client, ClientError, ClientOptions, Execution, InputError, InputHandler, ListenStream, TaskExecution, Transport,
 };
 use mcp_tasks::protocol::client::{CancelMode, InputRequest, Outcome};
 use pyo3::prelude::*;
@@ -26,13 +26,15 @@ struct PyInputHandler {
 
 #[async_trait]
 impl InputHandler for PyInputHandler {
-    async fn handle(&self, request: InputRequest) -> Option<Value> {
+    async fn handle(&self, request: InputRequest) -> Result<Option<Value>, InputError> {
         // At interpreter exit the question stays open (answerable after a restart).
-        let future = crate::attach_unless_shutting_down(|py| {
+        let Some(future) = crate::attach_unless_shutting_down(|py| {
             let coroutine = self.callback.call1(py, (Pythonized(&request),))?;
             pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
-        });
-        let answer = match future? {
+        }) else {
+            return Ok(None);
+        };
+        let answer = match future {
             Ok(future) => future.await,
             Err(e) => Err(e),
         };
@@ -43,14 +45,17 @@ impl InputHandler for PyInputHandler {
             })
             .unwrap_or(Ok(None))
         });
-        match answer {
-            Ok(answer) => answer,
-            Err(e) => {
-                crate::attach_unless_shutting_down(|py| e.print(py));
-                None
-            }
-        }
+        // What the handler raised ends the call with it as the cause (the Python side keeps the
+        // exception object itself for `__cause__`).
+        answer
+            .map_err(|e| InputError::new(crate::attach_unless_shutting_down(|py| describe(py, &e)).unwrap_or_default()))
     }
+}
+
+/// `TypeError: ...`: an exception's class and message.
+fn describe(py: Python<'_>, error: &PyErr) -> String {
+    let kind = error.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".to_owned());
+    format!("{kind}: {}", error.value(py))
 }
 
 /// A transport written in Python (e.g. an `mcp.Client` session): `await target.request(method,
@@ -159,10 +164,9 @@ impl PyClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let created = from_py("CreateTaskResult", created)?;
         let arguments = from_py("arguments", arguments)?;
-        let task = mcp_tasks::protocol::client::parse_created(created).map_err(|e| client_error(e.into()))?;
         let client = self.inner.clone();
         crate::awaitable(py, async move {
-            let execution = client.follow(task, &tool, arguments).await.map_err(client_error)?;
+            let execution = client.follow_result(created, &tool, arguments).await.map_err(client_error)?;
             Ok(PyTaskExecution::new(execution))
         })
     }

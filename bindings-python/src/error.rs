@@ -57,11 +57,11 @@ pub(crate) fn store_error(err: StoreError) -> PyErr {
 /// Maps a client error to the class core names for it, keeping the server's code and data and
 /// the cause chain.
 pub(crate) fn client_error(err: ClientError) -> PyErr {
-    let (message, data) = match &err {
-        ClientError::Rpc(rpc) => (rpc.message.clone(), rpc.data.clone()),
-        other => (other.to_string(), None),
+    let message = match &err {
+        ClientError::Rpc(rpc) => rpc.message.clone(),
+        other => other.to_string(),
     };
-    raise(err.class(), Some(err.code()), message, data, &err.causes())
+    raise(err.class(), Some(err.code()), message, err.data(), &err.causes())
 }
 
 /// Maps a task outcome that is no result (failed, cancelled, gone, expired) to its typed error.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use mcp_tasks::client::{
-    Client, ClientOptions as CoreOptions, Execution as CoreExecutionKind, TaskExecution as CoreExecution,
+    Client, ClientOptions as CoreOptions, Execution as CoreExecutionKind, InputError, TaskExecution as CoreExecution,
 };
 use mcp_tasks::protocol::client::{
     CancelMode as CoreCancelMode, InputRequest as CoreInputRequest, Outcome as CoreOutcome,
@@ -249,7 +249,7 @@ struct ForeignInput(Arc<dyn InputHandler>);
 
 #[async_trait]
 impl mcp_tasks::client::InputHandler for ForeignInput {
-    async fn handle(&self, core: CoreInputRequest) -> Option<Value> {
+    async fn handle(&self, core: CoreInputRequest) -> Result<Option<Value>, InputError> {
         let handler = Arc::clone(&self.0);
         let request = InputRequest {
             task_id: core.task_id,
@@ -258,8 +258,14 @@ impl mcp_tasks::client::InputHandler for ForeignInput {
             params_json: core.params.to_string(),
         };
         // Foreign code may block (a prompt, a lock); keep it off the runtime's workers.
-        let answer = tokio::task::spawn_blocking(move || handler.handle(request)).await.ok()??;
-        serde_json::from_str(&answer).ok()
+        let answer = tokio::task::spawn_blocking(move || handler.handle(request))
+            .await
+            .map_err(|e| InputError::new(format!("the input handler did not return: {e}")))?;
+        // Core checks that the answer is a result object; here only that it is JSON.
+        answer
+            .map(|text| serde_json::from_str(&text))
+            .transpose()
+            .map_err(|e| InputError::new(format!("the input handler's answer is not JSON: {e}")))
     }
 }
 

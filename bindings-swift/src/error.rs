@@ -95,7 +95,13 @@ impl From<ClientError> for TasksError {
                 rpc.data.as_ref().map(|d| d.to_string()),
                 Vec::new(),
             ),
-            other => detail(other.class(), Some(other.code()), other.to_string(), None, other.causes()),
+            other => detail(
+                other.class(),
+                Some(other.code()),
+                other.to_string(),
+                other.data().map(|d| d.to_string()),
+                other.causes(),
+            ),
         }
     }
 }

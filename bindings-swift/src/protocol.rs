@@ -4,9 +4,7 @@
 
 use std::sync::Mutex;
 
-use mcp_tasks::protocol::client::{
-    DriverConfig, DriverState, TaskDriver as CoreDriver, classify, parse_created, parse_detailed,
-};
+use mcp_tasks::protocol::client::{DriverConfig, DriverState, TaskDriver as CoreDriver, classify, parse_created};
 use mcp_tasks::protocol::{ProtocolError, RpcError};
 
 use crate::client::CancelMode;
@@ -89,17 +87,21 @@ impl TaskDriver {
         self.with(|d| d.outcome().map(to_json))
     }
 
-    /// A `tasks/get` result (JSON) arrived.
+    /// A `tasks/get` result (JSON) arrived. One that cannot be read (or is about another task)
+    /// ends the driver: the outcome is `failed` (data.reason `unreadable_answer`, naming the
+    /// part) and a best-effort `tasks/cancel` is the next outgoing request. Throws only for
+    /// text that is not JSON.
     pub fn handle_get(&self, now_ms: u64, result_json: String) -> Result<(), TasksError> {
-        let task = parse_detailed(parse_json("result", &result_json)?).map_err(invalid)?;
-        self.with(|d| d.handle_get(now_ms, task));
+        let result = parse_json("result", &result_json)?;
+        self.with(|d| d.handle_get_result(now_ms, result));
         Ok(())
     }
 
-    /// A `notifications/tasks` params object (JSON) arrived.
+    /// A `notifications/tasks` params object (JSON) arrived; one that cannot be read asks for a
+    /// poll now instead. Throws only for text that is not JSON.
     pub fn handle_notification(&self, now_ms: u64, params_json: String) -> Result<(), TasksError> {
-        let task = parse_detailed(parse_json("params", &params_json)?).map_err(invalid)?;
-        self.with(|d| d.handle_notification(now_ms, task));
+        let params = parse_json("params", &params_json)?;
+        self.with(|d| d.handle_notification_params(now_ms, params));
         Ok(())
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Request, Result
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from . import _native
-from .errors import InvalidParamsError
+from .errors import InvalidParamsError, McpTaskError
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -41,8 +42,59 @@ class InputRequest:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-InputHandler = Callable[[InputRequest], Awaitable[Mapping[str, Any] | None]]
-"""``async (request) -> response | None``: ``None`` leaves the request open for ``answer()``."""
+InputHandler = Callable[[InputRequest], Awaitable[Mapping[str, Any] | BaseModel | None]]
+"""``async (request) -> response | None``: ``None`` leaves the request open for ``answer()``. The
+response is a result object: a dict, or a pydantic model such as ``mcp_types.ElicitResult``. A
+handler that raises, or answers anything else, ends the call at once with that failure as the
+``__cause__`` of the ``InternalError`` it raises (a task is cancelled, best effort). A plain
+function returning the response works too."""
+
+_HANDLER_FAILED = "input_handler_failed"
+
+
+class _HandlerFailures:
+    """What the input handler raised, by ``(task_id, key)``, until the error it caused is raised
+    (then it becomes that error's ``__cause__``). Bounded: a failure whose outcome nobody takes
+    is forgotten after ``LIMIT`` later ones."""
+
+    LIMIT = 256
+
+    def __init__(self) -> None:
+        self._raised: dict[tuple[str | None, str], BaseException] = {}
+
+    def keep(self, task_id: str | None, key: str, error: BaseException) -> None:
+        self._raised[(task_id, key)] = error
+        while len(self._raised) > self.LIMIT:
+            self._raised.pop(next(iter(self._raised)))
+
+    def chain(self, error: McpTaskError) -> McpTaskError:
+        """``error`` with what the handler raised as its ``__cause__``, when it is the error a
+        failing handler caused (``data.reason`` ``input_handler_failed``)."""
+        data = error.data if isinstance(error.data, dict) else {}
+        if data.get("reason") == _HANDLER_FAILED:
+            raised = self._raised.pop((data.get("taskId"), str(data.get("key"))), None)
+            if raised is not None:
+                error.__cause__ = raised
+        return error
+
+
+def _check_handler(handler: object) -> None:
+    """Refuses, when it is registered, a handler that cannot be called with one request."""
+    if handler is None:
+        return
+    if not callable(handler):
+        raise TypeError(f"input_handler must be callable, not {type(handler).__name__}")
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # a callable without a signature (a C function): try it
+        return
+    try:
+        signature.bind(object())
+    except TypeError as e:
+        name = getattr(handler, "__qualname__", repr(handler))
+        raise TypeError(
+            f"input_handler must take one argument, the InputRequest: {name}{signature} cannot ({e})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -59,13 +111,19 @@ class Outcome:
     task_id: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    failures: _HandlerFailures | None = field(default=None, repr=False, compare=False)
+
     def unwrap(self) -> CallToolResult:
-        """The ``CallToolResult``, or raises the typed error core names for this outcome."""
-        result = _native.outcome_result(self.raw, self.task_id or "")
+        """The ``CallToolResult``, or raises the typed error core names for this outcome (with
+        what a failing input handler raised as its ``__cause__``)."""
+        try:
+            result = _native.outcome_result(self.raw, self.task_id or "")
+        except McpTaskError as e:
+            raise self.failures.chain(e) if self.failures is not None else e
         return CallToolResult.model_validate(result)
 
 
-def _outcome(data: dict[str, Any], task_id: str | None) -> Outcome:
+def _outcome(data: dict[str, Any], task_id: str | None, failures: _HandlerFailures | None = None) -> Outcome:
     result = data.get("result")
     return Outcome(
         kind=data["kind"],
@@ -73,14 +131,16 @@ def _outcome(data: dict[str, Any], task_id: str | None) -> Outcome:
         error=data.get("error"),
         task_id=task_id,
         raw=data,
+        failures=failures,
     )
 
 
 class TaskExecution:
     """A task being followed."""
 
-    def __init__(self, native: _native.TaskExecution) -> None:
+    def __init__(self, native: _native.TaskExecution, failures: _HandlerFailures | None = None) -> None:
         self._native = native
+        self._failures = failures
 
     @property
     def task_id(self) -> str:
@@ -97,7 +157,7 @@ class TaskExecution:
 
     async def result(self) -> Outcome:
         """Waits for the outcome (and marks it delivered, so ``resume_all`` will not repeat it)."""
-        return _outcome(await self._native.result(), self.task_id)
+        return _outcome(await self._native.result(), self.task_id, self._failures)
 
     async def value(self) -> CallToolResult:
         """The ``CallToolResult``, or raises the typed error for a failed, cancelled, gone or expired
@@ -158,15 +218,26 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _wrap(handler: InputHandler | None) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]] | None:
+def _wrap(
+    handler: InputHandler | None, failures: _HandlerFailures
+) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
+    _check_handler(handler)
     if handler is None:
         return None
 
-    async def callback(request: dict[str, Any]) -> dict[str, Any] | None:
-        answer = await handler(
-            InputRequest(request["taskId"], request["key"], request["method"], request.get("params") or {})
-        )
-        return None if answer is None else dict(answer)
+    async def callback(request: dict[str, Any]) -> Any:
+        task_id, key = request["taskId"], request["key"]
+        try:
+            answer: Any = handler(InputRequest(task_id, key, request["method"], request.get("params") or {}))
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except Exception as e:
+            failures.keep(task_id, key, e)
+            raise
+        if isinstance(answer, BaseModel):
+            return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        # Core checks the shape: anything but a mapping (or None) fails the call, naming it.
+        return dict(answer) if isinstance(answer, Mapping) else answer
 
     return callback
 
@@ -229,18 +300,25 @@ class TasksClient:
         options: dict[str, Any] = {_camel(k): v for k, v in given.items() if v is not None}
         if headers:
             options["headers"] = list(headers.items())
-        self._native = _native.Client(options, _wrap(input_handler), _transport)
+        self._failures = _HandlerFailures()
+        self._native = _native.Client(options, _wrap(input_handler, self._failures), _transport)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Execution:
         """Calls a tool; MRTR rounds are answered by the input handler and retried."""
-        kind, body, task = await self._native.call_tool(name, dict(arguments or {}))
+        try:
+            kind, body, task = await self._native.call_tool(name, dict(arguments or {}))
+        except McpTaskError as e:
+            raise self._failures.chain(e)
         if kind == "task" and task is not None:
-            return Execution(immediate=None, task=TaskExecution(task))
+            return Execution(immediate=None, task=TaskExecution(task, self._failures))
         return Execution(immediate=body, task=None)
+
+    async def _follow(self, created: dict[str, Any], tool: str) -> TaskExecution:
+        return TaskExecution(await self._native.follow(created, tool, {}), self._failures)
 
     async def resume_all(self) -> list[TaskExecution]:
         """Re-attaches to every task of this endpoint whose outcome was not delivered yet."""
-        return [TaskExecution(t) for t in await self._native.resume_all()]
+        return [TaskExecution(t, self._failures) for t in await self._native.resume_all()]
 
     async def close(self) -> None:
         """Stops following every task (their references stay for :meth:`resume_all`) and closes
@@ -290,8 +368,11 @@ class CreateTaskResult(Result):
     status_message: str | None = None
     created_at: str
     last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
+    # JSON has one number type: a server may write 60000.0. Core reads the numbers (rounding a
+    # fraction up, refusing a negative one by name); these only let them through, as written
+    # (pydantic's smart union keeps an int an int and a float a float).
+    ttl_ms: int | float | None
+    poll_interval_ms: int | float | None = None
 
 
 OnCancel = Literal["cancel", "detach"]
@@ -338,6 +419,7 @@ class TasksClientExtension(ClientExtension):
     ) -> None:
         if on_cancel not in ("cancel", "detach"):
             raise ValueError(f"on_cancel={on_cancel!r}: use 'cancel' or 'detach'")
+        _check_handler(input_handler)
         if url is None and (headers or notifications):
             raise ValueError("headers and notifications are options of a url; a session is polled")
         self._options: dict[str, Any] = {"store": store, "input_handler": input_handler}
@@ -384,7 +466,7 @@ class TasksClientExtension(ClientExtension):
         if self._url is None:
             self._session_transport.session = ctx.session
         payload = created.model_dump(by_alias=True, mode="json")
-        execution = TaskExecution(await self.client._native.follow(payload, ctx.tool_name, {}))
+        execution = await self.client._follow(payload, ctx.tool_name)
         self.running[execution.task_id] = execution
         try:
             if self._on_task is not None:

@@ -1406,7 +1406,10 @@ public protocol TaskDriverProtocol: AnyObject, Sendable {
     func handleAck(nowMs: UInt64, method: String, errorJson: String?) throws 
     
     /**
-     * A `tasks/get` result (JSON) arrived.
+     * A `tasks/get` result (JSON) arrived. One that cannot be read (or is about another task)
+     * ends the driver: the outcome is `failed` (data.reason `unreadable_answer`, naming the
+     * part) and a best-effort `tasks/cancel` is the next outgoing request. Throws only for
+     * text that is not JSON.
      */
     func handleGet(nowMs: UInt64, resultJson: String) throws 
     
@@ -1416,7 +1419,8 @@ public protocol TaskDriverProtocol: AnyObject, Sendable {
     func handleGetError(nowMs: UInt64, errorJson: String) throws 
     
     /**
-     * A `notifications/tasks` params object (JSON) arrived.
+     * A `notifications/tasks` params object (JSON) arrived; one that cannot be read asks for a
+     * poll now instead. Throws only for text that is not JSON.
      */
     func handleNotification(nowMs: UInt64, paramsJson: String) throws 
     
@@ -1586,7 +1590,10 @@ open func handleAck(nowMs: UInt64, method: String, errorJson: String?)throws   {
 }
     
     /**
-     * A `tasks/get` result (JSON) arrived.
+     * A `tasks/get` result (JSON) arrived. One that cannot be read (or is about another task)
+     * ends the driver: the outcome is `failed` (data.reason `unreadable_answer`, naming the
+     * part) and a best-effort `tasks/cancel` is the next outgoing request. Throws only for
+     * text that is not JSON.
      */
 open func handleGet(nowMs: UInt64, resultJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
         uniffiCallStatus in
@@ -1612,7 +1619,8 @@ open func handleGetError(nowMs: UInt64, errorJson: String)throws   {try rustCall
 }
     
     /**
-     * A `notifications/tasks` params object (JSON) arrived.
+     * A `notifications/tasks` params object (JSON) arrived; one that cannot be read asks for a
+     * poll now instead. Throws only for text that is not JSON.
      */
 open func handleNotification(nowMs: UInt64, paramsJson: String)throws   {try rustCallWithError(FfiConverterTypeTasksError_lift) {
         uniffiCallStatus in
@@ -4306,13 +4314,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_ack() != 1760) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get() != 2650) {
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get() != 41959) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_get_error() != 30143) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_notification() != 47961) {
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_notification() != 36354) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_handle_timeout() != 40205) {

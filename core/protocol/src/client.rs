@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{ErrorKind, RpcError};
+use super::number;
 use super::time::parse_ms;
 use super::types::{CreateTaskResult, DetailedTask, InputRequiredResult, InputResponses, Task, TaskStatus};
 
@@ -63,6 +64,11 @@ pub enum InvalidResult {
     /// A `CreateTaskResult` or task missing required fields or carrying wrong types.
     #[error("malformed task: {0}")]
     MalformedTask(String),
+    /// A JSON-RPC response that is neither a result nor an error this client can read (no
+    /// `result` and no `error`, an error whose `code` is no whole number or whose `message` is
+    /// no string).
+    #[error("malformed response: {0}")]
+    MalformedResponse(String),
 }
 
 /// Classifies the result of `method`. `declared_tasks` says whether the request declared the
@@ -86,9 +92,12 @@ pub fn classify(method: &str, result: Value, declared_tasks: bool) -> Result<Cal
 }
 
 /// Decodes a `DetailedTask` from a `tasks/get` result or `notifications/tasks` params as they
-/// arrive: envelope keys (`resultType`, `_meta`) are ignored like any other unknown key.
+/// arrive: envelope keys (`resultType`, `_meta`) are ignored like any other unknown key. What
+/// cannot be read is [`InvalidResult::MalformedTask`] naming the part (`status is "done", not a
+/// task status ...`).
 pub fn parse_detailed(value: Value) -> Result<DetailedTask, InvalidResult> {
     check_task_fields(&value)?;
+    check_detail_fields(&value)?;
     let task: DetailedTask = serde_json::from_value(value).map_err(|e| InvalidResult::MalformedTask(e.to_string()))?;
     let missing = match task.task.status {
         TaskStatus::InputRequired if task.input_requests.is_none() => Some("inputRequests"),
@@ -102,14 +111,105 @@ pub fn parse_detailed(value: Value) -> Result<DetailedTask, InvalidResult> {
     }
 }
 
+/// Checks the base `Task` fields one by one, so what cannot be read is named (serde's own
+/// messages name the wrong type, not the field). Numbers are read by [`crate::number`]: any
+/// finite non-negative number of milliseconds.
 fn check_task_fields(value: &Value) -> Result<(), InvalidResult> {
+    let malformed = |text: String| Err(InvalidResult::MalformedTask(text));
+    let Some(task) = value.as_object() else {
+        return malformed(format!("the task is {}, not an object", number::kind(value)));
+    };
     // `ttlMs` is required but may be null, which serde alone cannot tell from absent.
     for field in ["taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs"] {
-        if value.get(field).is_none() {
-            return Err(InvalidResult::MalformedTask(format!("missing {field}")));
+        if !task.contains_key(field) {
+            return malformed(format!("missing {field}"));
+        }
+    }
+    for (field, optional) in
+        [("taskId", false), ("status", false), ("createdAt", false), ("lastUpdatedAt", false), ("statusMessage", true)]
+    {
+        match task.get(field) {
+            Some(Value::String(_)) => {}
+            None | Some(Value::Null) if optional => {}
+            Some(other) => return malformed(format!("{field} is {}, not a string", number::kind(other))),
+            None => return malformed(format!("missing {field}")),
+        }
+    }
+    let status = task["status"].as_str().unwrap_or_default();
+    if TaskStatus::parse(status).is_none() {
+        return malformed(format!(
+            "status is {}, not a task status (working, input_required, completed, failed or cancelled)",
+            number::short(&task["status"])
+        ));
+    }
+    for field in ["ttlMs", "pollIntervalMs"] {
+        match task.get(field) {
+            None | Some(Value::Null) => {}
+            Some(ms) => {
+                if let Err(why) = number::millis_of(ms) {
+                    return malformed(format!("{field}: {why}"));
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// Checks what a `DetailedTask` carries besides the base fields: `inputRequests`, `result` and
+/// `error` are objects, and the error has a whole `code` and a string `message`.
+fn check_detail_fields(value: &Value) -> Result<(), InvalidResult> {
+    let malformed = |text: String| Err(InvalidResult::MalformedTask(text));
+    for field in ["inputRequests", "result", "error"] {
+        match value.get(field) {
+            None | Some(Value::Null | Value::Object(_)) => {}
+            Some(other) => return malformed(format!("{field} is {}, not an object", number::kind(other))),
+        }
+    }
+    if let Some(error) = value.get("error").filter(|e| e.is_object()) {
+        match error.get("code") {
+            Some(Value::Number(code)) => {
+                if let Err(why) = number::whole(code) {
+                    return malformed(format!("error.code: {why}"));
+                }
+            }
+            Some(other) => return malformed(format!("error.code is {}, not a number", number::kind(other))),
+            None => return malformed("error without code".to_owned()),
+        }
+        if !error.get("message").is_some_and(Value::is_string) {
+            return malformed("error.message is missing or not a string".to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// `data.reason` of the error a client gives a task it stopped following because an answer about
+/// it could not be read ([`TaskDriver::handle_get_result`]).
+pub const UNREADABLE_ANSWER: &str = "unreadable_answer";
+
+/// `data.reason` of the error a client gives a task it stopped following because the
+/// application's input handler failed ([`input_handler_failed`]).
+pub const INPUT_HANDLER_FAILED: &str = "input_handler_failed";
+
+/// The error of a task this client stopped following because the server's answer to `method`
+/// about it could not be read: -32603 naming the task and the part, with `data.reason`
+/// [`UNREADABLE_ANSWER`]. The driver has queued a best-effort `tasks/cancel`.
+pub fn unreadable_answer(task_id: &str, method: &str, detail: &str) -> RpcError {
+    RpcError::internal(format!(
+        "task {task_id}: the server's {method} answer could not be read ({detail}); \
+         a tasks/cancel was sent (best effort) so the work does not run on unwatched"
+    ))
+    .with_data(serde_json::json!({"reason": UNREADABLE_ANSWER, "taskId": task_id, "method": method, "detail": detail}))
+}
+
+/// The error of a task this client stopped following because the application's input handler
+/// failed on input request `key`: -32603 naming the task, the key and the cause, with
+/// `data.reason` [`INPUT_HANDLER_FAILED`]. The driver has queued a best-effort `tasks/cancel`.
+pub fn input_handler_failed(task_id: &str, key: &str, cause: &str) -> RpcError {
+    RpcError::internal(format!(
+        "task {task_id}: the input handler failed on input request {key:?}: {cause}; \
+         a tasks/cancel was sent (best effort) so the work does not wait for an answer"
+    ))
+    .with_data(serde_json::json!({"reason": INPUT_HANDLER_FAILED, "taskId": task_id, "key": key, "cause": cause}))
 }
 
 /// How the driver paces itself.
@@ -333,6 +433,24 @@ pub enum DriverError {
     /// The task has an outcome; nothing more can be sent.
     #[error("the task has finished")]
     Finished,
+    /// The answer is no result object (see [`check_answer`]).
+    #[error("the answer to input key {0:?} is {1}")]
+    InvalidAnswer(String, String),
+}
+
+/// Checks that an answer to an input request is a result object (an `ElicitResult`, a
+/// `CreateMessageResult`, a `ListRootsResult`): a server refuses any other shape, so sending it
+/// would only fail. `Err` says what the answer is instead.
+pub fn check_answer(answer: &Value) -> Result<(), String> {
+    if answer.is_object() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} ({}), not a result object such as an ElicitResult",
+            number::kind(answer),
+            number::short(answer)
+        ))
+    }
 }
 
 /// What survives a client restart: enough to re-attach to the task.
@@ -442,6 +560,58 @@ impl TaskDriver {
         self.next_poll_ms = now_ms.saturating_add(self.interval());
     }
 
+    /// A `tasks/get` result arrived as the server sent it: read with [`parse_detailed`]. A result
+    /// that cannot be read, or that is about another task, is no passing fault (asking again
+    /// would read the same): the driver stops following with [`TaskDriver::abandon`] and
+    /// [`unreadable_answer`], naming the part.
+    pub fn handle_get_result(&mut self, now_ms: u64, result: Value) {
+        self.get_in_flight = false;
+        let read = parse_detailed(result).and_then(|task| {
+            if task.task.task_id == self.state.task_id {
+                Ok(task)
+            } else {
+                Err(InvalidResult::MalformedTask(format!("the answer is about task {:?}", task.task.task_id)))
+            }
+        });
+        match read {
+            Ok(task) => self.handle_get(now_ms, task),
+            Err(e) => self.handle_unreadable("tasks/get", &e),
+        }
+    }
+
+    /// A `tasks/get` was answered with something that is neither a result nor a JSON-RPC error
+    /// this client can read (a response without either, an error whose code is no number): the
+    /// driver stops following, as for an unreadable result.
+    pub fn handle_unreadable(&mut self, method: &str, why: &InvalidResult) {
+        self.get_in_flight = false;
+        let detail = why.to_string();
+        let error = unreadable_answer(&self.state.task_id, method, &detail);
+        self.abandon(error);
+    }
+
+    /// `notifications/tasks` params as they arrived: read with [`parse_detailed`]. One that
+    /// cannot be read is not acted on, but asks for a poll now, whose answer decides.
+    pub fn handle_notification_params(&mut self, now_ms: u64, params: Value) {
+        let about_this = params.get("taskId").and_then(Value::as_str) == Some(self.state.task_id.as_str());
+        match parse_detailed(params) {
+            Ok(task) => self.handle_notification(now_ms, task),
+            Err(_) if about_this && !self.get_in_flight => self.next_poll_ms = self.next_poll_ms.min(now_ms),
+            Err(_) => {}
+        }
+    }
+
+    /// Stops following the task because this client cannot go on (an unreadable answer, a
+    /// failing input handler): the outcome is [`Outcome::Failed`] with `error`, and a
+    /// `tasks/cancel` is queued after it, so the work does not run on unwatched on the server.
+    /// Send it as usual (it may fail: it is best effort); nothing else follows.
+    pub fn abandon(&mut self, error: RpcError) {
+        if self.outcome.is_some() {
+            return;
+        }
+        self.finish(Outcome::Failed { error });
+        self.outgoing.push_back(Outgoing::Cancel { task_id: self.state.task_id.clone() });
+    }
+
     /// A `notifications/tasks` for this task arrived; it makes the pending poll unnecessary.
     pub fn handle_notification(&mut self, now_ms: u64, task: DetailedTask) {
         if task.task.task_id != self.state.task_id {
@@ -494,6 +664,7 @@ impl TaskDriver {
         if !self.state.seen_keys.contains(key) {
             return Err(DriverError::UnknownKey(key.to_owned()));
         }
+        check_answer(&response).map_err(|why| DriverError::InvalidAnswer(key.to_owned(), why))?;
         if !self.state.answered_keys.insert(key.to_owned()) {
             return Err(DriverError::AlreadyAnswered(key.to_owned()));
         }
@@ -742,6 +913,90 @@ mod tests {
         assert_eq!(d.outcome(), None, "observe mode keeps following");
         d.handle_get(T0 + 200, task("completed", T0 + 150, json!({"result": {"content": []}})));
         assert!(matches!(d.outcome(), Some(Outcome::Completed { .. })), "the work finished first");
+    }
+
+    #[test]
+    fn numbers_are_read_as_json_means_them() {
+        let created = json!({"resultType": "task", "taskId": "t", "status": "working",
+            "createdAt": "2026-09-01T12:00:00.000Z", "lastUpdatedAt": "2026-09-01T12:00:00.000Z",
+            "ttlMs": 60000.0, "pollIntervalMs": 500.5});
+        let task = parse_created(created).unwrap();
+        assert_eq!((task.ttl_ms, task.poll_interval_ms), (Some(60_000), Some(501)), "a fraction rounds up");
+        let mut d = TaskDriver::new(task, T0, DriverConfig::default());
+        assert_eq!(d.poll_timeout(), Some(T0 + 501));
+        // A failed task whose error code is written as a float is still read as failed.
+        d.handle_get_result(
+            T0 + 600,
+            json!({"resultType": "complete", "taskId": "t", "status": "failed",
+            "createdAt": "2026-09-01T12:00:00.000Z", "lastUpdatedAt": "2026-09-01T12:00:00.600Z",
+            "ttlMs": 6e4, "error": {"code": -32603.0, "message": "boom"}}),
+        );
+        assert!(matches!(d.outcome(), Some(Outcome::Failed { error }) if error.code == -32603));
+        for (field, value, says) in [
+            ("ttlMs", json!(-1), "ttlMs: -1 is negative"),
+            ("pollIntervalMs", json!(-0.5), "pollIntervalMs: -0.5 is negative"),
+            ("ttlMs", json!("60000"), "ttlMs: \"60000\" is a string"),
+            ("status", json!("done"), "status is \"done\", not a task status"),
+            ("taskId", json!(7), "taskId is a number, not a string"),
+        ] {
+            let mut task = json!({"taskId": "t", "status": "working", "createdAt": "x", "lastUpdatedAt": "x",
+                "ttlMs": null});
+            task[field] = value;
+            let err = parse_detailed(task).unwrap_err().to_string();
+            assert!(err.contains(says), "{field}: {err}");
+        }
+        let err = parse_detailed(json!({"taskId": "t", "status": "failed", "createdAt": "x", "lastUpdatedAt": "x",
+            "ttlMs": null, "error": {"code": -32603.5, "message": "m"}}))
+        .unwrap_err();
+        assert!(err.to_string().contains("error.code: -32603.5 is not a whole number"), "{err}");
+    }
+
+    #[test]
+    fn an_unreadable_answer_ends_the_driver_and_cancels_the_task() {
+        let mut d = driver();
+        d.handle_timeout(T0 + 500);
+        assert_eq!(d.poll_outgoing().unwrap().method(), "tasks/get");
+        d.handle_get_result(
+            T0 + 510,
+            json!({"resultType": "complete", "taskId": "t", "status": "frobbed",
+            "createdAt": "2026-09-01T12:00:00.000Z", "lastUpdatedAt": "2026-09-01T12:00:00.000Z", "ttlMs": null}),
+        );
+        let Some(Outcome::Failed { error }) = d.outcome().cloned() else { panic!("{:?}", d.outcome()) };
+        assert_eq!(error.code, -32603);
+        assert!(
+            error.message.contains("task t") && error.message.contains("status is \"frobbed\""),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.data.as_ref().unwrap()["reason"], UNREADABLE_ANSWER);
+        assert_eq!(d.poll_outgoing(), Some(Outgoing::Cancel { task_id: "t".into() }), "a best-effort cancel");
+        assert_eq!(d.poll_outgoing(), None);
+        assert!(matches!(events(&mut d).last(), Some(DriverEvent::Finished(Outcome::Failed { .. }))));
+
+        // An answer about another task is as unreadable.
+        let mut d = driver();
+        d.handle_get_result(T0 + 510, serde_json::to_value(task("working", T0 + 1, json!({"taskId": "u"}))).unwrap());
+        assert!(matches!(d.outcome(), Some(Outcome::Failed { .. })));
+
+        // A notification that cannot be read asks for a poll now; the poll's answer decides.
+        let mut d = driver();
+        d.handle_notification_params(T0 + 100, json!({"taskId": "t", "status": "??"}));
+        assert_eq!(d.outcome(), None);
+        assert_eq!(d.poll_timeout(), Some(T0 + 100));
+    }
+
+    #[test]
+    fn an_answer_that_is_no_object_is_refused_before_it_is_sent() {
+        let mut d = driver();
+        d.handle_get(
+            T0 + 500,
+            task("input_required", T0 + 400, json!({"inputRequests": {"a": {"method": "elicitation/create"}}})),
+        );
+        let _ = events(&mut d);
+        assert!(matches!(d.answer("a", json!(5)), Err(DriverError::InvalidAnswer(key, _)) if key == "a"));
+        assert_eq!(d.poll_outgoing(), None);
+        d.answer("a", json!({"action": "decline"})).unwrap();
+        assert!(matches!(d.poll_outgoing(), Some(Outgoing::Update { .. })));
     }
 
     #[test]

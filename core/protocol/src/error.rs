@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 /// A JSON-RPC error object as it travels on the wire (`{code, message, data?}`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RpcError {
-    /// The JSON-RPC error code.
+    /// The JSON-RPC error code (read from any JSON number of whole value: `-32602.0` too).
+    #[serde(deserialize_with = "crate::number::de_whole")]
     pub code: i64,
     /// A short, single-sentence description.
     pub message: String,

@@ -10,6 +10,7 @@ pub mod client;
 pub mod error;
 pub mod headers;
 pub mod negotiation;
+pub mod number;
 pub mod request;
 pub mod request_state;
 pub mod server;

@@ -104,10 +104,12 @@ pub struct Task {
     pub created_at: String,
     /// ISO 8601 time of the last change.
     pub last_updated_at: String,
-    /// Lifetime from `createdAt` in milliseconds; `null` means unlimited. Always serialized.
+    /// Lifetime from `createdAt` in milliseconds; `null` means unlimited. Always serialized;
+    /// read from any non-negative JSON number (`60000.0` too, see [`crate::number`]).
+    #[serde(deserialize_with = "crate::number::de_opt_millis")]
     pub ttl_ms: Option<u64>,
-    /// Suggested polling interval in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Suggested polling interval in milliseconds (read as `ttl_ms` is).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::number::de_opt_millis")]
     pub poll_interval_ms: Option<u64>,
 }
 
@@ -301,7 +303,8 @@ pub struct DiscoverResult {
     pub supported_versions: Vec<String>,
     /// `ServerCapabilities`, with the extension under `extensions`.
     pub capabilities: Value,
-    /// How long the client may cache this result.
+    /// How long the client may cache this result (read from any non-negative JSON number).
+    #[serde(deserialize_with = "crate::number::de_millis")]
     pub ttl_ms: u64,
     /// `"public"` or `"private"`.
     pub cache_scope: String,

@@ -35,7 +35,7 @@ pub use transport::{HttpTransport, ListenStream, Transport, envelope, header_val
 use crate::clock::{Clock, SystemClock};
 use crate::protocol::client::{
     CallResult, CancelMode, DriverConfig, DriverError, DriverEvent, InvalidResult, Outcome, Outgoing, TaskDriver,
-    classify, parse_detailed,
+    classify, input_handler_failed,
 };
 use crate::protocol::{DetailedTask, ErrorKind, RpcError, Task};
 
@@ -67,6 +67,19 @@ pub enum ClientError {
     /// The server's result is invalid for the request (e.g. a task where none may be).
     #[error(transparent)]
     InvalidResult(#[from] InvalidResult),
+    /// The server created a task whose `CreateTaskResult` this client cannot read, so it cannot
+    /// follow it: a best-effort `tasks/cancel` was sent for it.
+    #[error(
+        "task {task_id}: the server's tools/call answer could not be read ({source}); a tasks/cancel was sent \
+         (best effort) so the work does not run on unwatched"
+    )]
+    UnreadableTask {
+        /// The task the server created.
+        task_id: String,
+        /// What could not be read.
+        #[source]
+        source: InvalidResult,
+    },
     /// The application asked something the task's state forbids.
     #[error(transparent)]
     Driver(#[from] DriverError),
@@ -76,6 +89,17 @@ pub enum ClientError {
     /// The server asked for input and no input handler is set.
     #[error("the server asked for input ({0}) and no input handler is set")]
     NoInputHandler(String),
+    /// The input handler failed on an MRTR round of `tools/call`, before any task existed: it
+    /// raised, panicked, or returned something that is no result object. (In a task the same
+    /// failure ends the task's outcome instead: see [`Client::call_tool`].)
+    #[error("the input handler failed on input request {key:?}: {source}")]
+    InputHandler {
+        /// The input request's key.
+        key: String,
+        /// What the handler did.
+        #[source]
+        source: InputError,
+    },
     /// The execution was detached or its driver stopped.
     #[error("the task is no longer driven by this client")]
     Detached,
@@ -115,9 +139,29 @@ impl ClientError {
             Self::Http { status: 413, .. } => ErrorKind::TooLarge.class(),
             Self::Http { .. } | Self::Transport { .. } => "TransportError",
             Self::Driver(_) | Self::InvalidStoreUrl(_) | Self::InvalidOptions(_) => ErrorKind::InvalidParams.class(),
-            Self::InvalidResult(_) | Self::Store(_) | Self::NoInputHandler(_) | Self::Detached => {
-                ErrorKind::Internal.class()
+            Self::InvalidResult(_)
+            | Self::UnreadableTask { .. }
+            | Self::Store(_)
+            | Self::NoInputHandler(_)
+            | Self::InputHandler { .. }
+            | Self::Detached => ErrorKind::Internal.class(),
+        }
+    }
+
+    /// The error's `data`: the server's for [`ClientError::Rpc`]; for a task this client could
+    /// not follow or a failing input handler, `{"reason": "unreadable_answer" |
+    /// "input_handler_failed", ...}` as the outcomes of such tasks carry it; else `None`.
+    pub fn data(&self) -> Option<Value> {
+        use crate::protocol::client::{INPUT_HANDLER_FAILED, UNREADABLE_ANSWER};
+        match self {
+            Self::Rpc(e) => e.data.clone(),
+            Self::UnreadableTask { task_id, source } => Some(json!({
+                "reason": UNREADABLE_ANSWER, "taskId": task_id, "method": "tools/call", "detail": source.to_string(),
+            })),
+            Self::InputHandler { key, source } => {
+                Some(json!({"reason": INPUT_HANDLER_FAILED, "taskId": null, "key": key, "cause": source.to_string()}))
             }
+            _ => None,
         }
     }
 
@@ -133,37 +177,97 @@ impl ClientError {
     }
 }
 
+/// Why an input handler gave no answer: what the application's callback did wrong (it raised or
+/// panicked, or its answer is no result object), with the error it raised as the source.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct InputError {
+    message: String,
+    #[source]
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl InputError {
+    /// A failure described by `message` alone (a binding's callback that raised: its class and
+    /// text).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), source: None }
+    }
+
+    /// A failure caused by `source`, whose message and chain are kept.
+    pub fn from_error(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self { message: source.to_string(), source: Some(Arc::new(source)) }
+    }
+}
+
 /// Answers the server's input requests (`elicitation/create`, `sampling/createMessage`,
 /// `roots/list`), both MRTR rounds on `tools/call` and a task's `inputRequests`.
 #[async_trait]
 pub trait InputHandler: Send + Sync + 'static {
-    /// The response to `request` (e.g. an `ElicitResult`), or `None` to leave it unanswered (a
-    /// task's request can then be answered with [`TaskExecution::answer`]). `request.task_id` is
-    /// `None` for an MRTR round before any task exists. Every binding hands its handler the same
-    /// [`InputRequest`].
-    async fn handle(&self, request: InputRequest) -> Option<Value>;
+    /// The response to `request` (e.g. an `ElicitResult`: a JSON object), or `None` to leave it
+    /// unanswered (a task's request can then be answered with [`TaskExecution::answer`]).
+    /// `request.task_id` is `None` for an MRTR round before any task exists. Every binding hands
+    /// its handler the same [`InputRequest`].
+    ///
+    /// An `Err`, a panic, or an answer that is no JSON object ends the call at once with that
+    /// failure as its cause: [`ClientError::InputHandler`] for an MRTR round, and for a task an
+    /// [`Outcome::Failed`] whose `data.reason` is `input_handler_failed`, after a best-effort
+    /// `tasks/cancel` (the task would otherwise wait for an answer that never comes).
+    async fn handle(&self, request: InputRequest) -> Result<Option<Value>, InputError>;
 }
 
-/// An [`InputHandler`] from an async closure over an [`InputRequest`].
+/// An [`InputHandler`] from an async closure over an [`InputRequest`] that cannot fail.
 pub fn input_fn<F, Fut>(f: F) -> impl InputHandler
 where
     F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Option<Value>> + Send + 'static,
 {
+    try_input_fn(move |request| {
+        let answer = f(request);
+        async move { Ok::<_, std::convert::Infallible>(answer.await) }
+    })
+}
+
+/// An [`InputHandler`] from an async closure that may fail; its error becomes the cause.
+pub fn try_input_fn<F, Fut, E>(f: F) -> impl InputHandler
+where
+    F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Option<Value>, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
     struct FnInput<F>(F);
 
     #[async_trait]
-    impl<F, Fut> InputHandler for FnInput<F>
+    impl<F, Fut, E> InputHandler for FnInput<F>
     where
         F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
-        Fut: std::future::Future<Output = Option<Value>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<Option<Value>, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
     {
-        async fn handle(&self, request: InputRequest) -> Option<Value> {
-            (self.0)(request).await
+        async fn handle(&self, request: InputRequest) -> Result<Option<Value>, InputError> {
+            (self.0)(request).await.map_err(InputError::from_error)
         }
     }
 
     FnInput(f)
+}
+
+/// Runs the input handler on `request`: its answer, checked to be a result object, or what it
+/// did wrong (an error, a panic, another shape) as an [`InputError`].
+async fn ask(handler: &dyn InputHandler, request: InputRequest) -> Result<Option<Value>, InputError> {
+    use futures::FutureExt;
+    let answer = std::panic::AssertUnwindSafe(handler.handle(request)).catch_unwind().await.map_err(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        InputError::new(format!("the input handler panicked: {message}"))
+    })??;
+    match &answer {
+        Some(value) => crate::protocol::client::check_answer(value).map(|()| answer).map_err(InputError::new),
+        None => Ok(None),
+    }
 }
 
 /// Client settings.
@@ -654,7 +758,9 @@ impl Client {
         let mut params = json!({ "name": name, "arguments": arguments });
         for _ in 0..=self.inner.config.max_input_rounds {
             let result = self.inner.transport.request("tools/call", params.clone()).await?;
-            match classify("tools/call", result, true)? {
+            let created_id = created_task_id(&result);
+            let classified = classify("tools/call", result, true);
+            match self.unless_unreadable(classified, created_id).await? {
                 CallResult::Complete(result) => return Ok(Execution::Immediate(result)),
                 CallResult::InputRequired(round) => {
                     let requests = round.input_requests.unwrap_or_default();
@@ -662,7 +768,10 @@ impl Client {
                     for (key, request) in &requests {
                         let handler =
                             self.inner.input.as_ref().ok_or_else(|| ClientError::NoInputHandler(key.clone()))?;
-                        if let Some(answer) = handler.handle(InputRequest::new(None, key, request)).await {
+                        let answer = ask(handler.as_ref(), InputRequest::new(None, key, request))
+                            .await
+                            .map_err(|source| ClientError::InputHandler { key: key.clone(), source })?;
+                        if let Some(answer) = answer {
                             answers.insert(key.clone(), answer);
                         }
                     }
@@ -682,6 +791,43 @@ impl Client {
             }
         }
         Err(ClientError::Rpc(RpcError::internal("too many input rounds")))
+    }
+
+    /// [`Client::follow`] of a `CreateTaskResult` as it arrived (a host SDK's): one that cannot be
+    /// read is [`ClientError::UnreadableTask`], after a best-effort `tasks/cancel` of the task
+    /// the server made.
+    pub async fn follow_result(
+        &self,
+        created: Value,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<TaskExecution, ClientError> {
+        let created_id = created_task_id(&created);
+        let parsed = crate::protocol::client::parse_created(created).map(CallResult::Task);
+        match self.unless_unreadable(parsed, created_id).await? {
+            CallResult::Task(task) => self.follow(task, tool, arguments).await,
+            _ => unreachable!("parse_created reads a task or fails"),
+        }
+    }
+
+    /// `classified` as it is, unless the server made a task (`created_id`) this client cannot
+    /// read: then the task is cancelled (best effort), so its work does not run on unwatched,
+    /// and the error says so.
+    async fn unless_unreadable(
+        &self,
+        classified: Result<CallResult, InvalidResult>,
+        created_id: Option<String>,
+    ) -> Result<CallResult, ClientError> {
+        match (classified, created_id) {
+            (Err(source), Some(task_id)) => {
+                let cancel = self.inner.transport.request("tasks/cancel", json!({"taskId": task_id})).await;
+                if let Err(e) = cancel {
+                    tracing::warn!(error = %e, task_id, "could not cancel a task whose creation was unreadable");
+                }
+                Err(ClientError::UnreadableTask { task_id, source })
+            }
+            (classified, _) => Ok(classified?),
+        }
     }
 
     /// Follows a task created by a `tools/call` this client did not send (e.g. one a host SDK
@@ -735,16 +881,30 @@ impl Client {
     }
 }
 
-/// Sends what the driver wants sent and feeds the answers back.
-async fn flush(inner: &Inner, driver: &mut TaskDriver) {
-    while let Some(out) = driver.poll_outgoing() {
+/// The id of the task a `tools/call` result says the server created, if it names one (read
+/// before the rest of the result, which may not be readable).
+fn created_task_id(result: &Value) -> Option<String> {
+    (result.get("resultType").and_then(Value::as_str) == Some("task"))
+        .then(|| result.get("taskId").and_then(Value::as_str).map(str::to_owned))
+        .flatten()
+}
+
+/// How long an abandoned task's best-effort `tasks/cancel` may hold up its outcome.
+const ABANDON_CANCEL_WAIT: Duration = Duration::from_secs(2);
+
+/// Sends what the driver wants sent and feeds the answers back. Once the outcome is known it
+/// stops, unless `past_outcome`: what is left then (an abandoned task's cancel) is sent by
+/// [`drive`], within a bound.
+async fn flush(inner: &Inner, driver: &mut TaskDriver, past_outcome: bool) {
+    while past_outcome || driver.outcome().is_none() {
+        let Some(out) = driver.poll_outgoing() else { break };
         let result = inner.transport.request(out.method(), out.params()).await;
         let now = inner.clock.now_ms();
         match (&out, result) {
-            (Outgoing::Get { .. }, Ok(value)) => match parse_detailed(value) {
-                Ok(task) => driver.handle_get(now, task),
-                Err(e) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
-            },
+            // An answer that cannot be read ends the driver (asking again would read the same);
+            // a failure to get any answer is retried at the next interval.
+            (Outgoing::Get { .. }, Ok(value)) => driver.handle_get_result(now, value),
+            (Outgoing::Get { .. }, Err(ClientError::InvalidResult(e))) => driver.handle_unreadable(out.method(), &e),
             (Outgoing::Get { .. }, Err(ClientError::Rpc(e))) => driver.handle_get_error(now, &e),
             (Outgoing::Get { .. }, Err(e)) => driver.handle_get_error(now, &RpcError::internal(e.to_string())),
             (out, Ok(_)) => driver.handle_ack(now, out.method(), Ok(())),
@@ -775,19 +935,26 @@ async fn drive(
     }
     loop {
         driver.handle_timeout(inner.clock.now_ms());
-        flush(&inner, &mut driver).await;
+        flush(&inner, &mut driver, false).await;
         let mut answered = false;
         while let Some(event) = driver.poll_event() {
             match event {
                 DriverEvent::Status(task) => {
                     state_tx.send_replace(*task);
                 }
+                // An abandoned driver asks nothing more of the handler.
+                DriverEvent::InputRequested { .. } if driver.outcome().is_some() => {}
                 DriverEvent::InputRequested { key, request } => {
-                    if let Some(handler) = &inner.input
-                        && let Some(answer) =
-                            handler.handle(InputRequest::new(Some(driver.task_id()), &key, &request)).await
-                    {
-                        answered |= driver.answer(&key, answer).is_ok();
+                    if let Some(handler) = &inner.input {
+                        match ask(handler.as_ref(), InputRequest::new(Some(driver.task_id()), &key, &request)).await {
+                            // Refused only for a key answered meanwhile through `answer()`.
+                            Ok(Some(answer)) => answered |= driver.answer(&key, answer).is_ok(),
+                            Ok(None) => {}
+                            Err(e) => {
+                                let error = input_handler_failed(driver.task_id(), &key, &e.to_string());
+                                driver.abandon(error);
+                            }
+                        }
                     }
                 }
                 DriverEvent::Finished(outcome) => {
@@ -803,6 +970,10 @@ async fn drive(
             }
         }
         if let Some(outcome) = &reference.outcome {
+            // An abandoned task's best-effort cancel goes before the outcome (a caller may close
+            // its transport as soon as it has the outcome), within a bound, so a slow server
+            // holds the caller up no longer than that.
+            let _ = tokio::time::timeout(ABANDON_CANCEL_WAIT, flush(&inner, &mut driver, true)).await;
             outcome_tx.send_replace(Some(outcome.clone()));
             return;
         }
@@ -819,7 +990,7 @@ async fn drive(
                     None => std::future::pending().await,
                 }
             } => match update {
-                Some(task) => driver.handle_notification(inner.clock.now_ms(), task),
+                Some(params) => driver.handle_notification_params(inner.clock.now_ms(), params),
                 None => notifications = None, // the stream ended: poll from now on
             },
             command = commands.recv() => match command {

@@ -25,8 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::ClientError;
 use super::transport::{ListenStream, Transport, envelope, response_result};
-use crate::protocol::DetailedTask;
-use crate::protocol::client::parse_detailed;
+use crate::protocol::number;
 
 /// How many task states a listen buffers before the reader waits for its consumer.
 const LISTEN_BUFFER: usize = 256;
@@ -176,7 +175,7 @@ struct StderrTail {
 /// A listen, from its request until its stream ends.
 struct Listen {
     task_ids: Vec<String>,
-    updates: mpsc::Sender<DetailedTask>,
+    updates: mpsc::Sender<Value>,
     /// Set until the acknowledgement: it gets the accepted ids, or `None` when refused.
     ack: Option<oneshot::Sender<Option<Vec<String>>>>,
 }
@@ -461,7 +460,7 @@ impl Conn {
 
     /// Hands one message from the server to whoever waits for it.
     async fn dispatch(&self, message: Value) {
-        let subscription = message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].as_u64();
+        let subscription = number::id_of(&message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]);
         match (message.get("method").and_then(Value::as_str), subscription) {
             (Some("notifications/subscriptions/acknowledged"), Some(id)) => {
                 let accepted: Vec<String> = message["params"]["notifications"]["taskIds"]
@@ -474,8 +473,8 @@ impl Conn {
             }
             (Some("notifications/tasks"), Some(id)) => {
                 let sender = self.state.lock().listens.get(&id).map(|l| l.updates.clone());
-                if let (Some(updates), Ok(task)) = (sender, parse_detailed(message["params"].clone()))
-                    && updates.send(task).await.is_err()
+                if let Some(updates) = sender
+                    && updates.send(message["params"].clone()).await.is_err()
                 {
                     // Nobody reads this listen any more: end it on the server too.
                     self.state.lock().listens.remove(&id);
@@ -486,13 +485,13 @@ impl Conn {
             }
             (Some("notifications/cancelled"), _) => {
                 // The server ended a listen: its stream ends (the client polls from then on).
-                if let Some(id) = message["params"]["requestId"].as_u64() {
+                if let Some(id) = number::id_of(&message["params"]["requestId"]) {
                     self.state.lock().listens.remove(&id);
                 }
             }
             (Some(_), _) => {} // other notifications (logging, list changes): not the client's
             (None, _) => {
-                let Some(id) = message.get("id").and_then(Value::as_u64) else { return };
+                let Some(id) = message.get("id").and_then(number::id_of) else { return };
                 let mut state = self.state.lock();
                 if let Some(waiter) = state.pending.remove(&id) {
                     let _ = waiter.send(response_result(message));

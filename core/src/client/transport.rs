@@ -10,10 +10,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::ClientError;
-use crate::protocol::client::parse_detailed;
+use crate::protocol::client::InvalidResult;
+use crate::protocol::number;
 use crate::protocol::{
-    DetailedTask, EXTENSION_ID, ErrorKind, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
-    PROTOCOL_VERSION, RpcError,
+    EXTENSION_ID, ErrorKind, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
+    RpcError,
 };
 
 /// A live `subscriptions/listen` stream for task notifications.
@@ -21,8 +22,9 @@ use crate::protocol::{
 pub struct ListenStream {
     /// The ids the server agreed to report on (poll the others).
     pub accepted: Vec<String>,
-    /// Each `notifications/tasks` as it arrives; closed when the stream ends.
-    pub updates: mpsc::Receiver<DetailedTask>,
+    /// The params of each `notifications/tasks` as they arrived (the task driver reads them, and
+    /// answers one it cannot read with a poll); closed when the stream ends.
+    pub updates: mpsc::Receiver<Value>,
 }
 
 /// Sends requests to one MCP server.
@@ -143,13 +145,16 @@ impl HttpTransport {
 
 /// Turns one JSON-RPC response message (`{"result": ...}` or `{"error": {...}}`) into the result
 /// or the error: the one reader of responses, for the built-in transports and bindings' own.
-pub fn response_result(message: Value) -> Result<Value, ClientError> {
-    if let Some(error) = message.get("error") {
-        let error: RpcError = serde_json::from_value(error.clone())
-            .map_err(|e| ClientError::transport(format!("malformed JSON-RPC error: {e}")))?;
+/// A response that is neither is [`InvalidResult::MalformedResponse`]: no passing fault, since
+/// asking again would be answered the same.
+pub fn response_result(mut message: Value) -> Result<Value, ClientError> {
+    let malformed = |why: String| ClientError::InvalidResult(InvalidResult::MalformedResponse(why));
+    if let Some(error) = message.get_mut("error").map(Value::take) {
+        let error: RpcError =
+            serde_json::from_value(error).map_err(|e| malformed(format!("the JSON-RPC error cannot be read: {e}")))?;
         return Err(ClientError::Rpc(error));
     }
-    message.get("result").cloned().ok_or_else(|| ClientError::transport("response has neither result nor error"))
+    message.get_mut("result").map(Value::take).ok_or_else(|| malformed("it has neither result nor error".to_owned()))
 }
 
 /// Reads SSE `data:` payloads from a byte stream, one JSON message per event.
@@ -207,7 +212,7 @@ impl Transport for HttpTransport {
             let mut messages = SseMessages { stream: response.bytes_stream(), buffer: String::new() };
             while let Some(message) = messages.next().await {
                 let message = message?;
-                if message.get("id") == Some(&json!(id)) {
+                if message.get("id").is_some_and(|v| number::is_id(v, id)) {
                     return response_result(message);
                 }
             }
@@ -231,7 +236,7 @@ impl Transport for HttpTransport {
             // An error means: poll instead. Only "no such method" is remembered for the endpoint;
             // anything else (a refused filter, a passing fault) is asked again for the next task.
             let body: Value = response.json().await.unwrap_or(Value::Null);
-            if body["error"]["code"].as_i64() == Some(ErrorKind::MethodNotFound.code()) {
+            if number::code_of(&body["error"]["code"]) == Some(ErrorKind::MethodNotFound.code()) {
                 self.listen_unsupported.store(true, Ordering::Relaxed);
             }
             return Ok(None);
@@ -243,7 +248,7 @@ impl Transport for HttpTransport {
                     let ids = message["params"]["notifications"]["taskIds"].as_array().cloned().unwrap_or_default();
                     break ids.into_iter().filter_map(|v| v.as_str().map(str::to_owned)).collect::<Vec<_>>();
                 }
-                Some(Ok(message)) if message.get("id") == Some(&json!(id)) => return Ok(None),
+                Some(Ok(message)) if message.get("id").is_some_and(|v| number::is_id(v, id)) => return Ok(None),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e),
                 None => return Ok(None),
@@ -253,9 +258,8 @@ impl Transport for HttpTransport {
         tokio::spawn(async move {
             while let Some(Ok(message)) = messages.next().await {
                 if message["method"] == "notifications/tasks" {
-                    if let Ok(task) = parse_detailed(message["params"].clone())
-                        && tx.send(task).await.is_err()
-                    {
+                    let params = message.get("params").cloned().unwrap_or(Value::Null);
+                    if tx.send(params).await.is_err() {
                         return; // nobody listens any more: dropping the stream closes it
                     }
                 } else if message.get("id").is_some() {
