@@ -41,6 +41,22 @@ export declare class Handled {
   /** The listen stream to send, when the request is a listen for tasks. */
   get listen(): NativeListen | null
   /**
+   * The tool of a synchronous `tools/call` the SDK runs (`null` for anything else): check
+   * the SDK serves it (else answer `unknownToolReply()`), and answer a protocol error the
+   * tool raises with `toolErrorReply`, which the SDK would turn into a result.
+   */
+  get delegatedTool(): string | null
+  /**
+   * The reply to a delegated `tools/call` of a tool the SDK does not serve: core's -32602,
+   * HTTP 400, as from every server.
+   */
+  unknownToolReply(): HttpReply
+  /**
+   * The reply carrying a protocol error the delegated call's tool raised (JSON-RPC error,
+   * HTTP 200, as the Rust host and the Python server answer it).
+   */
+  toolErrorReply(code: number, message: string, dataJson?: string | undefined | null): HttpReply
+  /**
    * The task a `tasks/get|update|cancel` request names (to stop its work at once when the
    * request cancelled it or noticed its expiry).
    */

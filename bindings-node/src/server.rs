@@ -15,7 +15,7 @@ use mcp_tasks::protocol::negotiation::{self, TaskMode};
 use mcp_tasks::protocol::request_state;
 use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, READ_HEADERS, REQUEST_STATE_TTL_MS,
-    Reply, Route, Routed, ToolCallRoute, call_request, input_required_result, sse_event,
+    Reply, ReplyTo, Route, Routed, ToolCallRoute, call_request, input_required_result, sse_event,
 };
 use mcp_tasks::protocol::types::META_SERVER_INFO;
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
@@ -97,6 +97,8 @@ pub struct Handled {
     creation: parking_lot::Mutex<Option<Creation>>,
     /// The task a `tasks/*` request names.
     task_id: Option<String>,
+    /// A synchronous `tools/call` the SDK runs: the tool, and how to answer in the SDK's stead.
+    delegated: Option<(String, ReplyTo)>,
 }
 
 impl Handled {
@@ -113,6 +115,7 @@ impl Handled {
             created: None,
             creation: parking_lot::Mutex::new(None),
             task_id: None,
+            delegated: None,
         }
     }
 }
@@ -147,6 +150,31 @@ impl Handled {
     #[napi(getter)]
     pub fn listen(&self) -> Option<NativeListen> {
         self.listen.clone().map(|inner| NativeListen { inner })
+    }
+
+    /// The tool of a synchronous `tools/call` the SDK runs (`null` for anything else): check
+    /// the SDK serves it (else answer `unknownToolReply()`), and answer a protocol error the
+    /// tool raises with `toolErrorReply`, which the SDK would turn into a result.
+    #[napi(getter)]
+    pub fn delegated_tool(&self) -> Option<String> {
+        self.delegated.as_ref().map(|(tool, _)| tool.clone())
+    }
+
+    /// The reply to a delegated `tools/call` of a tool the SDK does not serve: core's -32602,
+    /// HTTP 400, as from every server.
+    #[napi]
+    pub fn unknown_tool_reply(&self) -> napi::Result<HttpReply> {
+        let (tool, reply) =
+            self.delegated.as_ref().ok_or_else(|| napi::Error::from_reason("no delegated tools/call"))?;
+        Ok(http_reply(reply.unknown_tool(tool)))
+    }
+
+    /// The reply carrying a protocol error the delegated call's tool raised (JSON-RPC error,
+    /// HTTP 200, as the Rust host and the Python server answer it).
+    #[napi]
+    pub fn tool_error_reply(&self, code: i64, message: String, data_json: Option<String>) -> napi::Result<HttpReply> {
+        let (_, reply) = self.delegated.as_ref().ok_or_else(|| napi::Error::from_reason("no delegated tools/call"))?;
+        Ok(http_reply(reply.tool_error(&rpc_error(code, message, data_json)?)))
     }
 
     /// The task a `tasks/get|update|cancel` request names (to stop its work at once when the
@@ -454,6 +482,9 @@ impl NativeServer {
         let mut routed = match self.dispatcher.read().handle_http(&request, principal) {
             Decision::Reply(reply) => return Handled::reply(reply, None),
             Decision::Delegate => return Handled::nothing(),
+            Decision::DelegateCall { tool, reply } => {
+                return Handled { delegated: Some((tool, reply)), ..Handled::nothing() };
+            }
             Decision::Route(routed) => routed,
         };
         let engine = &self.engine;

@@ -138,17 +138,12 @@ for (const [name, startServer] of servers) {
     test("server errors carry their JSON-RPC code", async (t) => {
       if (!server) return t.skip("no Python with mcp-tasks installed");
       const c = client();
-      if (!name.startsWith("Python server")) {
-        await assert.rejects(c.callTool("no_such_tool", {}), (error) => {
-          assert.ok(error instanceof InvalidParamsError, String(error));
-          assert.equal(error.code, -32602);
-          return true;
-        });
-      } else {
-        // mcp 2.3.0 answers an unknown tool with an isError result instead (see tests/vectors/skip.json).
-        const execution = await c.callTool("no_such_tool", {});
-        assert.equal(execution.callToolResult.isError, true);
-      }
+      // Every server refuses an unknown tool alike (core decides before either SDK).
+      await assert.rejects(c.callTool("no_such_tool", {}), (error) => {
+        assert.ok(error instanceof InvalidParamsError, String(error));
+        assert.equal(error.code, -32602);
+        return true;
+      });
     });
 
     test("resumes a task after the client process is killed", async (t) => {

@@ -176,9 +176,9 @@ export interface CurrentTask {
   checkpoint(value: unknown): Promise<void>;
 }
 
-/** One run of a task's tool through the SDK. */
+/** One run of a tool through the SDK: a task's (with its task), or a synchronous call's. */
 interface Run {
-  task: CurrentTask;
+  task?: CurrentTask;
   /** A `ProtocolError` the tool threw (the SDK turns it into an `isError` result). */
   thrown?: ProtocolError;
 }
@@ -271,6 +271,8 @@ export class TasksServer {
   /** The caller of a request: the `principal` option, or `undefined` for core's default. */
   readonly #principal: ((info: PrincipalInfo) => string | undefined) | undefined;
   readonly #running = new Map<string, Running>();
+  /** The tools the SDK's servers were seen to serve (see `#sdkServes`). */
+  readonly #sdkTools = new Set<string>();
   #checker: ReturnType<typeof setInterval> | undefined;
   #executing = false;
 
@@ -341,9 +343,11 @@ export class TasksServer {
       if (ctx.era === "modern") {
         server.registerCapabilities(capabilities);
       }
+      learnTools(product, this.#sdkTools);
       return product;
     };
     const sdk = createMcpHandler(wrapped, options);
+    this.#factory = wrapped;
     // Resumable tasks a dead process left run again through this handler's SDK (the first
     // handler's, when there are several).
     if (!this.#executing && !this.#native.acceptsOnly) {
@@ -438,7 +442,45 @@ export class TasksServer {
       return { reply: await this.#prepareTask(sdk, call, incoming, principal ?? "") };
     }
     const options = incoming.authInfo !== undefined ? { authInfo: incoming.authInfo } : undefined;
-    return { response: await sdk.fetch(incoming.request(), options) };
+    const tool = handled.delegatedTool;
+    if (tool == null) {
+      return { response: await sdk.fetch(incoming.request(), options) };
+    }
+    // A synchronous call: core answers, from the table, what the SDK would answer its own way
+    // (an unknown tool with HTTP 200; a ProtocolError the tool throws as an isError result).
+    if (!(await this.#sdkServes(tool, incoming))) {
+      return { reply: handled.unknownToolReply() };
+    }
+    const run: Run = {};
+    const request = incoming.request();
+    runs.set(request, run);
+    const response = await sdk.fetch(request, options);
+    if (run.thrown !== undefined) {
+      await response.body?.cancel();
+      const [code, message, data] = rpcError(run.thrown);
+      return { reply: mappedSync(() => handled.toolErrorReply(code, message, data)) };
+    }
+    return { response };
+  }
+
+  /** The factory of the latest `handler(...)`, wrapped (for `#sdkServes`). */
+  #factory: ((ctx: McpRequestContext) => Promise<McpServer | Server>) | undefined;
+
+  /**
+   * Whether the SDK serves `tool`: a tool its servers were seen to serve, or else one the server
+   * the factory makes for this request has (it may vary by caller). True when that cannot be
+   * told (a low-level `Server`, an SDK without the registry read here): the SDK then answers.
+   */
+  async #sdkServes(tool: string, incoming: Incoming): Promise<boolean> {
+    if (this.#sdkTools.has(tool) || this.#factory === undefined) {
+      return true;
+    }
+    const product = await this.#factory({
+      era: "modern",
+      ...(incoming.authInfo !== undefined && { authInfo: incoming.authInfo }),
+      requestInfo: incoming.request(),
+    });
+    return !learnTools(product, this.#sdkTools) || this.#sdkTools.has(tool);
   }
 
   /** A task call of a tool with `prepare`: its MRTR phase runs first, then the task is created. */
@@ -654,15 +696,38 @@ function rpcError(error: unknown): [number, string, string | null] {
   return [-32603, `tool ${kind}: ${text}`, null];
 }
 
+/**
+ * Adds the enabled tools of an SDK server to `into`; false when they cannot be read. The SDK has
+ * no public listing of an `McpServer`'s tools: 2.x keeps them in `_registeredTools` (name ->
+ * `{enabled, ...}`), the registry its own `tools/call` handler looks a tool up in;
+ * `test/server.test.mjs` fails if that changes.
+ */
+function learnTools(product: McpServer | Server, into: Set<string>): boolean {
+  if (!(product instanceof McpServer)) {
+    return false;
+  }
+  const registry = (product as unknown as { _registeredTools?: Record<string, { enabled?: boolean }> })._registeredTools;
+  if (registry === null || typeof registry !== "object") {
+    return false;
+  }
+  for (const [name, tool] of Object.entries(registry)) {
+    if (tool?.enabled !== false) {
+      into.add(name);
+    }
+  }
+  return true;
+}
+
 /** Marks `McpServer.prototype` once this module wrapped its `executeToolHandler` (a second copy
  * of the module, with its own runs, wraps the wrapper). */
 const CATCHING = Symbol("mcp-tasks/server.catchProtocolErrors");
 
 /**
- * Remembers a `ProtocolError` a tool throws while it runs as a task: the SDK turns every
- * thrown error into an `isError` result, which is right for other errors (the same result the
- * synchronous call gives), but a `ProtocolError` is the tool failing at the protocol level, so
- * the task ends `failed` with it. The SDK has no public hook for this; `executeToolHandler` is
+ * Remembers a `ProtocolError` a tool throws, as a task or synchronously: the SDK turns every
+ * thrown error into an `isError` result, which is right for other errors, but a `ProtocolError`
+ * is the tool failing at the protocol level, so a task ends `failed` with it and a synchronous
+ * call is answered with it as a JSON-RPC error (HTTP 200), as the Rust host and the Python
+ * server answer. The SDK has no public hook for this; `executeToolHandler` is
  * the method its `tools/call` handler awaits (2.x, called with the tool's context last). It is
  * wrapped once, on the prototype: a call that is not a task's run (no run for its request)
  * passes through unchanged. Wrapping each task's server instance instead gave every instance

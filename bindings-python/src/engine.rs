@@ -605,6 +605,9 @@ pub(crate) struct PyServer {
     dispatcher: parking_lot::RwLock<Dispatcher>,
     engine: Engine,
     callbacks: Arc<CancelCallbacks>,
+    /// Seals MRTR `requestState` for the caller and tool (core's `request_state`), inside the
+    /// sealing mcp itself does, which binds it to mcp's own auth only.
+    state_key: Vec<u8>,
 }
 
 /// `(name, value)` header pairs as mcp's request carries them (repeats kept), or `None` off HTTP.
@@ -620,12 +623,24 @@ fn parse_mode(mode: &str) -> PyResult<TaskMode> {
 
 impl PyServer {
     fn route(&self, method: &str, params: Option<&Bound<'_, PyAny>>, headers: &HeaderPairs) -> PyResult<Routing> {
+        self.route_with(method, params, headers, &|_| true)
+    }
+
+    /// [`PyServer::route`] where `sdk_serves` says which tools mcp serves (see
+    /// `Dispatcher::route_with`).
+    fn route_with(
+        &self,
+        method: &str,
+        params: Option<&Bound<'_, PyAny>>,
+        headers: &HeaderPairs,
+        sdk_serves: &dyn Fn(&str) -> bool,
+    ) -> PyResult<Routing> {
         let params = params.filter(|p| !p.is_none()).map(crate::wire_params).transpose()?;
         let pairs: Option<Vec<(&str, &str)>> =
             headers.as_ref().map(|h| h.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect());
         self.dispatcher
             .read()
-            .route(method, params.as_ref(), pairs.as_deref().map(Headers))
+            .route_with(method, params.as_ref(), pairs.as_deref().map(Headers), sdk_serves)
             .map_err(|e| protocol_error(&e))
     }
 }
@@ -633,8 +648,11 @@ impl PyServer {
 #[pymethods]
 impl PyServer {
     /// A dispatcher over `engine`; tools without their own mode get `default_mode`.
+    /// `request_state_key` seals MRTR `requestState` (random per process when `None`: give every
+    /// process serving one endpoint the same key).
     #[new]
-    fn new(engine: PyRef<'_, PyEngine>, default_mode: &str) -> PyResult<Self> {
+    #[pyo3(signature = (engine, default_mode, request_state_key = None))]
+    fn new(engine: PyRef<'_, PyEngine>, default_mode: &str, request_state_key: Option<Vec<u8>>) -> PyResult<Self> {
         // mcp owns every request that is not the extension's (see `gate`).
         let config = DispatcherConfig {
             default_mode: Some(parse_mode(default_mode)?),
@@ -645,7 +663,33 @@ impl PyServer {
             dispatcher: parking_lot::RwLock::new(Dispatcher::new(config)),
             engine: engine.inner.clone(),
             callbacks: Arc::clone(&engine.callbacks),
+            state_key: request_state_key.unwrap_or_else(mcp_tasks::clock::random_key),
         })
+    }
+
+    /// Seals an MRTR round's `requestState` (the text a tool or mcp made) for `principal` and
+    /// `tool`, valid for core's `REQUEST_STATE_TTL_MS`.
+    fn seal_state(&self, principal: &str, tool: &str, state: String) -> String {
+        let expires = self.engine.now_ms().saturating_add(mcp_tasks::protocol::server::REQUEST_STATE_TTL_MS);
+        mcp_tasks::protocol::request_state::seal(
+            &self.state_key,
+            principal,
+            tool,
+            &serde_json::Value::String(state),
+            expires,
+        )
+    }
+
+    /// Opens a `requestState` [`PyServer::seal_state`] sealed: the text it holds, or raises
+    /// `InvalidParamsError` (-32602, "Invalid or expired requestState") when it was forged,
+    /// altered, sealed for another caller or tool, or has expired.
+    fn open_state(&self, principal: &str, tool: &str, sealed: &str) -> PyResult<String> {
+        let now = self.engine.now_ms();
+        match mcp_tasks::protocol::request_state::open(&self.state_key, principal, tool, sealed, now) {
+            Ok(serde_json::Value::String(state)) => Ok(state),
+            Ok(_) => Err(protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidRequestState)),
+            Err(e) => Err(protocol_error(&e)),
+        }
     }
 
     /// The largest HTTP body [`PyServer::gate`] reads; a longer one is passed as `None`.
@@ -681,7 +725,8 @@ impl PyServer {
                     let headers = reply.all_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
                     Some((reply.status, headers, reply.body()))
                 }
-                Decision::Route(_) | Decision::Delegate => None,
+                // A synchronous call's tool is checked against mcp's tools by `tool_call`.
+                Decision::Route(_) | Decision::Delegate | Decision::DelegateCall { .. } => None,
             }
         })
     }
@@ -695,18 +740,24 @@ impl PyServer {
     }
 
     /// How a `tools/call` runs: `"sync"` or `"task"`; raises the protocol error instead (a
-    /// task-required tool for a non-declaring client, bad headers, arguments over the limit).
-    /// `protocol_version` is the one mcp negotiated for the request: under an earlier revision
-    /// the extension does not exist and the call runs synchronously.
-    #[pyo3(signature = (params, headers, protocol_version))]
+    /// task-required tool for a non-declaring client, bad headers, arguments over the limit, a
+    /// tool that is not configured here and for which `sdk_serves(name)`, when given, is false:
+    /// mcp does not serve it either). `protocol_version` is the one mcp negotiated for the
+    /// request: under an earlier revision the extension does not exist and the call runs
+    /// synchronously.
+    #[pyo3(signature = (params, headers, protocol_version, sdk_serves = None))]
     fn tool_call(
         &self,
         params: &Bound<'_, PyAny>,
         headers: HeaderPairs,
         protocol_version: &str,
+        sdk_serves: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<&'static str> {
         let dispatch = if protocol_version == mcp_tasks::PROTOCOL_VERSION {
-            match self.route("tools/call", Some(params), &headers)? {
+            // A callable that fails to say is taken as "serves": mcp then answers for itself.
+            let serves =
+                |tool: &str| sdk_serves.is_none_or(|f| f.call1((tool,)).and_then(|r| r.is_truthy()).unwrap_or(true));
+            match self.route_with("tools/call", Some(params), &headers, &serves)? {
                 Routing::Route(Route::CallTool(call)) => {
                     self.engine.check_arguments(&call.arguments).map_err(|e| protocol_error(&e))?;
                     call.dispatch
@@ -773,7 +824,7 @@ impl PyServer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let id = from_py("request id", request_id)?;
         let route = match self.route("subscriptions/listen", params, &headers)? {
-            Routing::Route(Route::Listen { task_ids: None, .. }) if sdk_serves_others => {
+            Routing::Route(route) if sdk_serves_others && route.is_sdk_listen() => {
                 return crate::awaitable(py, async { Ok(None::<PyListen>) });
             }
             Routing::Route(route @ Route::Listen { .. }) => route,

@@ -5,7 +5,7 @@
 use mcp_tasks::EngineError;
 use mcp_tasks::client::ClientError;
 use mcp_tasks::protocol::client::OutcomeError;
-use mcp_tasks::protocol::{ERROR_CLASSES, ProtocolError};
+use mcp_tasks::protocol::{ERROR_CLASSES, ERROR_TABLE, ProtocolError};
 use mcp_tasks::store::StoreError;
 use pyo3::prelude::*;
 
@@ -73,4 +73,16 @@ pub(crate) fn outcome_error(err: OutcomeError) -> PyErr {
 /// `pythonBuiltin`, `doc`), which the tests compare with `mcp_tasks.errors`.
 pub(crate) fn error_classes(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     pythonize::pythonize(py, ERROR_CLASSES).map_err(PyErr::from)
+}
+
+/// `ERROR_TABLE` as Python dicts (`class`, `code`, `httpStatus`, `when`): every error a server
+/// answers, for the tests that check answers are on the table.
+pub(crate) fn error_table(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let rows: Vec<serde_json::Value> = ERROR_TABLE
+        .iter()
+        .map(|row| {
+            serde_json::json!({"class": row.kind.class(), "code": row.code, "httpStatus": row.http_status, "when": row.when})
+        })
+        .collect();
+    pythonize::pythonize(py, &rows).map_err(PyErr::from)
 }

@@ -218,6 +218,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;
     m.add_function(wrap_pyfunction!(admin_main, m)?)?;
     m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
+    m.add("ERROR_TABLE", error::error_table(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("EXTENSION_ID", mcp_tasks::EXTENSION_ID)?;
     m.add("PROTOCOL_VERSION", mcp_tasks::PROTOCOL_VERSION)?;

@@ -85,9 +85,30 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _post(client: httpx.Client, url: str, body: bytes, headers: list[tuple[str, str]]) -> httpx.Response:
-    base = [("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
-    return client.post(url, content=body, headers=base + headers)
+Header = tuple[str, str | bytes | None]
+
+
+def _post(client: httpx.Client, url: str, body: bytes, headers: list[Header]) -> httpx.Response:
+    """POSTs `body` with `Content-Type` and `Accept` unless `headers` names them (a `None` value
+    leaves a header out), then `headers` as listed, repeats included."""
+    named = {name.lower() for name, _ in headers}
+    base: list[Header] = [("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
+    sent = [(n, v) for n, v in base if n not in named] + [(n, v) for n, v in headers if v is not None]
+    # httpx takes text header values in ASCII only: others go as their UTF-8 bytes.
+    raw = [(n, v if isinstance(v, bytes) or v.isascii() else v.encode("utf-8", "surrogatepass")) for n, v in sent]
+    return client.post(url, content=body, headers=raw)  # type: ignore[arg-type]
+
+
+def _sealed_round(client: httpx.Client, url: str, principal: str) -> str:
+    """The requestState of test_tool_with_task's MRTR round, as `principal` got it."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": EXT}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "test_tool_with_task", "arguments": {}, "_meta": meta}}
+    headers: list[Header] = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"),
+                             ("Mcp-Name", "test_tool_with_task"), ("authorization", f"Bearer {principal}")]
+    answer = _post(client, url, json.dumps(body).encode(), headers).json()
+    assert answer["result"]["resultType"] == "input_required", answer
+    return str(answer["result"]["requestState"])
 
 
 def _task(client: httpx.Client, url: str, principal: str | None) -> str:
@@ -113,12 +134,39 @@ def _body(case: dict[str, Any], subst: dict[str, str]) -> bytes:
     return text.encode()
 
 
+def _summary(message: Any) -> str:
+    """One message of a stream: its method, `result:<resultType>` or `error:<code>`."""
+    if isinstance(message, dict) and "method" in message:
+        return str(message["method"])
+    if isinstance(message, dict) and "error" in message:
+        return f"error:{message['error'].get('code')}"
+    if isinstance(message, dict) and "result" in message:
+        return f"result:{message['result'].get('resultType')}"
+    return str(message)[:80]
+
+
+def _sse_messages(text: str) -> list[Any]:
+    """The JSON messages of an SSE body (CR, LF and CRLF line ends alike)."""
+    messages = []
+    for event in text.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
+        data = [line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")]
+        if data:
+            messages.append(json.loads("\n".join(data)))
+    return messages
+
+
 def _outcome(response: httpx.Response) -> tuple[int, Any, Any]:
-    """(HTTP status, JSON-RPC error code, message), or the result's resultType for a success."""
+    """(HTTP status, JSON-RPC error code, message), the result's resultType for a success, or
+    the messages of a stream (`"stream"` and their summaries). An error answered without an id
+    reads as an error; one with `"id": null` (which the 2026-07-28 schema forbids) is marked so."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return response.status_code, "stream", " ".join(_summary(m) for m in _sse_messages(response.text))
     try:
         message = response.json()
     except ValueError:
         return response.status_code, None, response.text[:200]
+    if isinstance(message, dict) and "id" in message and message["id"] is None:
+        return response.status_code, "id-null", str(message)[:200]
     if isinstance(message, dict) and "error" in message:
         return response.status_code, message["error"].get("code"), message["error"].get("message")
     if isinstance(message, dict) and "result" in message:
@@ -126,16 +174,32 @@ def _outcome(response: httpx.Response) -> tuple[int, Any, Any]:
     return response.status_code, None, str(message)[:200]
 
 
+def _header_value(value: Any, subst: dict[str, str]) -> str | bytes | None:
+    """A case's header value: text (placeholders replaced), `{"utf8": text}` sent as its raw
+    UTF-8 bytes (not the base64 form), or `None` to leave the header out."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return str(value["utf8"]).encode("utf-8")
+    for placeholder, replacement in subst.items():
+        value = value.replace(placeholder, replacement)
+    return str(value)
+
+
 def _run_all(url: str) -> dict[str, tuple[int, Any, Any]]:
     out = {}
     # A connection per case: a server may close one after an error (uvicorn after its 413), and
     # a reused connection would then race that close.
-    with httpx.Client(timeout=30, limits=httpx.Limits(max_keepalive_connections=0)) as client:
-        subst = {"$TASK": _task(client, url, None), "$FOREIGN": _task(client, url, "someone-else")}
+    with httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+        # Longest first, so $FOREIGN_STATE is not read as $FOREIGN.
+        subst = {"$FOREIGN_STATE": _sealed_round(client, url, "someone-else"),
+                 "$TASK": _task(client, url, None), "$FOREIGN": _task(client, url, "someone-else")}
         for case in CASES:
-            headers = [(n, v.replace("$TASK", subst["$TASK"]).replace("$FOREIGN", subst["$FOREIGN"]))
-                       for n, v in case["headers"]]
-            status, code, message = _outcome(_post(client, url, _body(case, subst), headers))
+            headers = [(n, _header_value(v, subst)) for n, v in case["headers"]]
+            try:
+                status, code, message = _outcome(_post(client, url, _body(case, subst), headers))
+            except httpx.TimeoutException:
+                status, code, message = 0, "timeout", "no answer within 10 s"
             if isinstance(message, str):  # each server made its own ids: compare the placeholders
                 for placeholder, value in subst.items():
                     message = message.replace(value, placeholder)
@@ -149,6 +213,21 @@ def test_the_cases_are_many_and_named_once() -> None:
     for server, listed in DIFFERENCES.items():
         assert set(listed) <= set(names), (server, set(listed) - set(names))
     assert {d["server"] for d in _LISTED} <= set(DIFFERENCES)
+    for case in CASES:
+        assert set(case.get("expect", {})) >= {"status", "code"}, f"{case['name']} has no expected answer"
+
+
+def _expected(case: dict[str, Any]) -> tuple[int, Any]:
+    """The case's one expected answer: (HTTP status, JSON-RPC code, or "result"/"stream")."""
+    return case["expect"]["status"], case["expect"]["code"]
+
+
+def test_the_rust_host_answers_every_case_as_expected(servers: dict[str, str]) -> None:
+    got = _run_all(servers["rust"])
+    wrong = [f"{c['name']}: {got[c['name']]} is not {_expected(c)}" for c in CASES
+             if got[c["name"]][:2] != _expected(c) or
+             ("summary" in c["expect"] and got[c["name"]][2] != c["expect"]["summary"])]
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize("server", ["python", "node"])
@@ -160,7 +239,7 @@ def test_every_server_answers_as_the_rust_host(servers: dict[str, str], server: 
     same, unexpected, stale = [], [], []
     for case in CASES:
         name = case["name"]
-        if rust[name] == other[name]:
+        if rust[name] == other[name] and rust[name][:2] == _expected(case):
             same.append(name)
             if name in DIFFERENCES[server]:
                 stale.append(name)

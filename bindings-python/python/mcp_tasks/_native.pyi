@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit"]
+__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -87,15 +87,21 @@ class TaskContext:
 class Server:
     """The core server dispatcher over an engine: every protocol decision about a request mcp parsed."""
 
-    def __new__(cls, engine: Engine, default_mode: str) -> Server: ...
+    def __new__(cls, engine: Engine, default_mode: str, request_state_key: bytes | None = None) -> Server: ...
     def configure(self, tool: str, mode: str) -> None: ...
+    def seal_state(self, principal: str, tool: str, state: str) -> str: ...
+    def open_state(self, principal: str, tool: str, sealed: str) -> str: ...
     @property
     def max_body_bytes(self) -> int: ...
     def gate(
         self, method: str, headers: list[tuple[str, str]], body: bytes | None
     ) -> tuple[int, list[tuple[str, str]], bytes] | None: ...
     def tool_call(
-        self, params: Mapping[str, Any], headers: list[tuple[str, str]] | None, protocol_version: str
+        self,
+        params: Mapping[str, Any],
+        headers: list[tuple[str, str]] | None,
+        protocol_version: str,
+        sdk_serves: Callable[[str], bool] | None = None,
     ) -> Literal["sync", "task"]: ...
     def handle(
         self, method: str, params: Mapping[str, Any] | None, headers: list[tuple[str, str]] | None, principal: str
@@ -170,3 +176,4 @@ def prepare_exit() -> None: ...
 def admin_main(argv: list[str]) -> int: ...
 
 ERROR_CLASSES: list[dict[str, Any]]
+ERROR_TABLE: list[dict[str, Any]]

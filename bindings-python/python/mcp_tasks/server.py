@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, RequestParams
+from mcp_types.methods import is_input_required
 from pydantic import BaseModel, ConfigDict
 
 from . import _native
@@ -249,6 +251,10 @@ class TasksExtension(Extension):
     store run them; with ``"local"`` (the default) this process runs them, and also resumes
     resumable tasks a dead process left. ``worker_lease_ms`` (core's default, 15 s, when
     ``None``) is how long after a worker on PostgreSQL dies its tasks are failed or resumed.
+    ``request_state_key`` seals each MRTR round's ``requestState`` for the caller (``principal``)
+    and the tool, inside mcp's own sealing (which binds it to mcp's auth only), so one caller
+    cannot replay another's round: random per process by default; give every process serving
+    one endpoint the same key.
     """
 
     identifier = "io.modelcontextprotocol/tasks"
@@ -267,6 +273,7 @@ class TasksExtension(Extension):
         max_live_tasks: int | None = None,
         execution: Execution = "local",
         worker_lease_ms: int | None = None,
+        request_state_key: bytes | str | None = None,
     ) -> None:
         self._engine = engine or _native.Engine(
             store,
@@ -279,7 +286,8 @@ class TasksExtension(Extension):
         )
         # Every protocol decision (envelope, headers, mode, routing, errors, listen frames) is the
         # core dispatcher's; this class adapts it to mcp.
-        self._server = _native.Server(self._engine, default_mode)
+        key = request_state_key.encode() if isinstance(request_state_key, str) else request_state_key
+        self._server = _native.Server(self._engine, default_mode, key)
         self._tools: dict[str, TaskConfig] = {}
         for name, config in (tools or {}).items():
             self.configure(name, config)
@@ -417,9 +425,10 @@ class TasksExtension(Extension):
             # the removed tasks/list and tasks/result (-32601).
             return await self._tasks_method(ctx, None)
         if method == "tools/call":
+            ctx, principal, tool = self._open_request_state(ctx)
             token = _early_dispatch.set(self._decide_tool_call(ctx))
             try:
-                return await call_next(ctx)
+                return self._seal_request_state(await call_next(ctx), principal, tool)
             finally:
                 _early_dispatch.reset(token)
         if method == "subscriptions/listen":
@@ -429,8 +438,47 @@ class TasksExtension(Extension):
             return await self._stream(ctx, stream)
         return await call_next(ctx)
 
+    def _open_request_state(self, ctx: ServerRequestContext[Any, Any]) -> tuple[ServerRequestContext[Any, Any], str, str]:
+        """The request with the ``requestState`` an earlier round of this caller and tool sealed
+        opened (mcp's boundary, outside this middleware, has already opened its own seal around
+        it); a state this server never sealed for them raises -32602, as from the Rust host."""
+        params = ctx.params or {}
+        principal = self._principal(ctx)
+        tool = params.get("name")
+        tool = tool if isinstance(tool, str) else ""
+        sealed = params.get("requestState")
+        if not isinstance(sealed, str):
+            return ctx, principal, tool
+        state = self._server.open_state(principal, tool, sealed)
+        return dataclasses.replace(ctx, params={**params, "requestState": state}), principal, tool
+
+    def _seal_request_state(self, result: Any, principal: str, tool: str) -> Any:
+        """An MRTR round's result with its ``requestState`` sealed for this caller and tool."""
+        if not is_input_required(result):
+            return result
+        state = result.get("requestState") if isinstance(result, Mapping) else result.request_state
+        if not isinstance(state, str):
+            return result
+        sealed = self._server.seal_state(principal, tool, state)
+        if isinstance(result, Mapping):
+            return {**result, "requestState": sealed}
+        return result.model_copy(update={"request_state": sealed})
+
     def _decide_tool_call(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        return self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version)
+        # Core refuses a tool mcp does not serve, as the Rust host does (-32602, HTTP 400),
+        # instead of mcp's isError result.
+        return self._server.tool_call(ctx.params or {}, _headers(ctx), ctx.protocol_version, self._sdk_serves)
+
+    def _sdk_serves(self, tool: str) -> bool:
+        """Whether mcp serves ``tool`` (True when that cannot be told: mcp then answers)."""
+        server = self._mcp_server
+        if server is None:
+            return True
+        try:
+            # mcp 2.3.0's internals; another mcp that lacks them answers for itself.
+            return server._tool_manager.get_tool(tool) is not None
+        except AttributeError:
+            return True
 
     async def _stream(self, ctx: ServerRequestContext[Any, Any], stream: _native.Listen) -> dict[str, Any]:
         # Core frames every message (ack, notifications/tasks, the closing result); this only sends.

@@ -30,9 +30,15 @@ fuzz_target!(|data: &[u8]| {
     })
     .to_string();
     let names = ["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Accept"];
-    let fuzzed: Vec<(&str, &str)> = names.iter().copied().zip(parts.iter().map(String::as_str)).collect();
+    let mut fuzzed: Vec<(&str, &str)> = names.iter().copied().zip(parts.iter().map(String::as_str)).collect();
+    fuzzed.push(("Content-Type", "application/json"));
     let encoded = encode_value(&task_id);
-    let proper = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tasks/get"), ("Mcp-Name", encoded.as_str())];
+    let proper = [
+        ("Content-Type", "application/json"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tasks/get"),
+        ("Mcp-Name", encoded.as_str()),
+    ];
     for (headers, must_pass) in [(&fuzzed[..], false), (&proper[..], true)] {
         let http = HttpRequest { method: "POST", headers: Headers(headers), body: Some(body.as_bytes()) };
         match DISPATCHER.handle_http(&http, Some("alice")) {

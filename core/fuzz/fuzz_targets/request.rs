@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
         .and_then(|(_, value)| value)
         .map(encode_value);
     let mut headers = vec![
+        ("Content-Type", "application/json"),
         ("MCP-Protocol-Version", "2026-07-28"),
         ("Mcp-Method", method),
         ("Accept", if data.first().is_some_and(|b| b % 2 == 0) { "text/event-stream" } else { "application/json" }),
@@ -77,6 +78,9 @@ fuzz_target!(|data: &[u8]| {
                 check_response(&routed.reply.result(json!({})).message().expect("a result has a body"));
             }
             Decision::Delegate => {}
+            Decision::DelegateCall { reply, tool } => {
+                check_response(&reply.unknown_tool(&tool).message().expect("an error has a body"));
+            }
         }
         match dispatcher.handle_stdio(Some(data), "alice") {
             StdioDecision::Reply(message) => check_response(&message),

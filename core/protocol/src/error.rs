@@ -76,6 +76,10 @@ pub enum ErrorKind {
     Internal,
     /// A new task would exceed the server's cap on live tasks (the caller's, or in total).
     QuotaExceeded,
+    /// A POST whose `Content-Type` is not `application/json`.
+    UnsupportedMediaType,
+    /// A `subscriptions/listen` from a client whose `Accept` rules out `text/event-stream`.
+    NotAcceptable,
 }
 
 /// One row of the error table: what, which JSON-RPC code, which HTTP status.
@@ -161,6 +165,23 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
         code: -32010,
         http_status: 200,
         when: "a `tools/call` that would create a task over the server's cap on live (`working` or `input_required`) tasks: the caller's (`data.reason` `principal_quota`) or in total (`server_quota`), with `data.limit`",
+    },
+    ErrorRow {
+        kind: ErrorKind::UnsupportedMediaType,
+        // The status both SDKs send (@modelcontextprotocol/server 2.4.0 `createMcpHandler`, mcp
+        // 2.3.0's legacy transport) with -32000, a code of no defined meaning; -32600 says what
+        // it is: the message is no request this transport takes.
+        code: -32600,
+        http_status: 415,
+        when: "a POST whose `Content-Type` is not `application/json` (parameters such as `charset` aside)",
+    },
+    ErrorRow {
+        kind: ErrorKind::NotAcceptable,
+        // The status both SDKs answer with (mcp 2.3.0 with an empty body); core's answer carries
+        // the error as JSON, which such a client accepts.
+        code: -32600,
+        http_status: 406,
+        when: "a `subscriptions/listen` whose `Accept` header rules out `text/event-stream`, the only form its answer has",
     },
 ];
 
@@ -339,6 +360,7 @@ impl ErrorKind {
             Self::UnsupportedVersion => "UnsupportedVersionError",
             Self::Internal => "InternalError",
             Self::QuotaExceeded => "QuotaExceededError",
+            Self::UnsupportedMediaType | Self::NotAcceptable => "InvalidRequestError",
         }
     }
 
@@ -429,6 +451,14 @@ pub enum ProtocolError {
     /// A server fault.
     #[error("Internal error: {0}")]
     Internal(String),
+    /// A POST's `Content-Type` is not `application/json`; the text is what it was (or that it
+    /// was missing). The message is the one both SDKs send.
+    #[error("Unsupported Media Type: Content-Type must be application/json")]
+    UnsupportedMediaType(String),
+    /// A `subscriptions/listen` from a client that does not accept `text/event-stream`; the
+    /// text is what it accepts.
+    #[error("Not Acceptable: a subscriptions/listen answer is a text/event-stream, which the client does not accept")]
+    NotAcceptable(String),
     /// A new task would exceed a cap on live tasks; `data` says which and its limit.
     #[error("Too many live tasks: {scope} limit of {limit} reached; retry when some have finished")]
     QuotaExceeded {
@@ -484,6 +514,8 @@ impl ProtocolError {
             Self::UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
             Self::Internal(_) => ErrorKind::Internal,
             Self::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
+            Self::UnsupportedMediaType(_) => ErrorKind::UnsupportedMediaType,
+            Self::NotAcceptable(_) => ErrorKind::NotAcceptable,
         }
     }
 
@@ -517,7 +549,10 @@ impl ProtocolError {
             // The same data mcp 2.3.0 sends (`server/request_state.py`), so clients can tell a
             // stale round from other bad params on either of our servers.
             Self::InvalidRequestState => err.with_data(json!({ "reason": "invalid_request_state" })),
-            Self::Parse(reason) | Self::NotARequest(reason) => err.with_data(json!({ "reason": reason })),
+            Self::Parse(reason)
+            | Self::NotARequest(reason)
+            | Self::UnsupportedMediaType(reason)
+            | Self::NotAcceptable(reason) => err.with_data(json!({ "reason": reason })),
             // The method name, as mcp 2.3.0 sends it, so both our servers give the same data.
             Self::MethodNotFound(method) => err.with_data(json!(method)),
             // `size` is the first byte past the limit: reading stopped there.

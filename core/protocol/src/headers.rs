@@ -36,15 +36,36 @@ pub fn encode_value(value: &str) -> String {
 }
 
 /// Decodes a header value: trims optional whitespace (RFC 9110 §5.5) and decodes the
-/// `=?base64?…?=` form used for values that are not plain ASCII.
+/// `=?base64?…?=` form used for values that are not plain ASCII. A value carrying anything but
+/// visible ASCII as it is (raw UTF-8 bytes, control characters) is refused: the transport rule
+/// sends such values in the base64 form, and bytes outside ASCII have no one meaning in an HTTP
+/// field (RFC 9110 §5.5: obs-text is opaque), so taking them as UTF-8 would let one server read a
+/// name another server refuses.
 pub fn decode_value(raw: &str) -> Result<String, ProtocolError> {
+    if raw.chars().any(|c| !(c == '\t' || (' '..='~').contains(&c))) {
+        return Err(ProtocolError::HeaderMismatch(
+            "header value is not visible ASCII: a value that is not is sent as =?base64?...?=".into(),
+        ));
+    }
+    decode_ascii(raw)
+}
+
+/// [`decode_value`] of the header `name`, whose errors name it.
+fn decode_named(name: &str, raw: &str) -> Result<String, ProtocolError> {
+    decode_value(raw).map_err(|e| match e {
+        ProtocolError::HeaderMismatch(why) => ProtocolError::HeaderMismatch(format!("{name} {why}")),
+        other => other,
+    })
+}
+
+fn decode_ascii(raw: &str) -> Result<String, ProtocolError> {
     let trimmed = raw.trim_matches(|c| c == ' ' || c == '\t');
     if let Some(inner) = trimmed.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(inner)
             .map_err(|_| ProtocolError::HeaderMismatch("header value is not valid =?base64?...?= encoding".into()))?;
         return String::from_utf8(bytes)
-            .map_err(|_| ProtocolError::HeaderMismatch("base64 header value is not UTF-8".into()));
+            .map_err(|_| ProtocolError::HeaderMismatch("header value in base64 is not UTF-8".into()));
     }
     Ok(trimmed.to_owned())
 }
@@ -67,31 +88,38 @@ pub fn validate(
     meta_version: &str,
     headers: StandardHeaders<'_>,
 ) -> Result<(), ProtocolError> {
-    let version_matches = match headers.protocol_version {
-        Some(version) => decode_value(version)? == meta_version,
-        None => false,
+    let mismatch = |header: &str, what: &str, missing: bool| {
+        // mcp 2.3.0 says "does not match" for both; a missing header is told apart.
+        ProtocolError::HeaderMismatch(if missing {
+            format!("{header} header is missing: it must carry {what}")
+        } else {
+            format!("{header} header does not match {what}")
+        })
     };
-    if !version_matches {
-        return Err(ProtocolError::HeaderMismatch(
-            "mcp-protocol-version header does not match the request envelope's protocol version".into(),
-        ));
+    let version = "the request envelope's protocol version";
+    match headers.protocol_version {
+        None => return Err(mismatch("mcp-protocol-version", version, true)),
+        Some(value) if decode_named("mcp-protocol-version", value)? != meta_version => {
+            return Err(mismatch("mcp-protocol-version", version, false));
+        }
+        Some(_) => {}
     }
-    let method_matches = match headers.method {
-        Some(header_method) => decode_value(header_method)? == method,
-        None => false,
-    };
-    if !method_matches {
-        return Err(ProtocolError::HeaderMismatch("mcp-method header does not match the request body's method".into()));
+    let body_method = "the request body's method";
+    match headers.method {
+        None => return Err(mismatch("mcp-method", body_method, true)),
+        Some(value) if decode_named("mcp-method", value)? != method => {
+            return Err(mismatch("mcp-method", body_method, false));
+        }
+        Some(_) => {}
     }
     if let Some((field, Some(expected))) = name_source(method, params) {
-        let name_matches = match headers.name {
-            Some(name) => decode_value(name)? == expected,
-            None => false,
-        };
-        if !name_matches {
-            return Err(ProtocolError::HeaderMismatch(format!(
-                "mcp-name header does not match the request body's '{field}' parameter"
-            )));
+        let parameter = format!("the request body's '{field}' parameter");
+        match headers.name {
+            None => return Err(mismatch("mcp-name", &parameter, true)),
+            Some(value) if decode_named("mcp-name", value)? != expected => {
+                return Err(mismatch("mcp-name", &parameter, false));
+            }
+            Some(_) => {}
         }
     }
     Ok(())
@@ -124,6 +152,34 @@ mod tests {
         let mut wrong_version = headers("tools/call", Some("greet"));
         wrong_version.protocol_version = Some("2025-11-25");
         assert!(validate("tools/call", Some(&params), "2026-07-28", wrong_version).is_err());
+    }
+
+    #[test]
+    fn a_missing_header_is_told_from_a_different_one() {
+        let params = json!({"taskId": "abc"});
+        let missing = validate("tasks/get", Some(&params), "2026-07-28", headers("tasks/get", None)).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "mcp-name header is missing: it must carry the request body's 'taskId' parameter"
+        );
+        let other = validate("tasks/get", Some(&params), "2026-07-28", headers("tasks/get", Some("x"))).unwrap_err();
+        assert_eq!(other.to_string(), "mcp-name header does not match the request body's 'taskId' parameter");
+        let mut no_method = headers("tasks/get", Some("abc"));
+        no_method.method = None;
+        let err = validate("tasks/get", Some(&params), "2026-07-28", no_method).unwrap_err();
+        assert!(err.to_string().starts_with("mcp-method header is missing"), "{err}");
+    }
+
+    #[test]
+    fn raw_bytes_outside_ascii_are_refused_not_read_as_utf8() {
+        let params = json!({"name": "grüßen"});
+        // A host hands such bytes on as it read them (latin-1 or lossy UTF-8): both are refused.
+        for raw in ["grüßen", "grÃ¼ÃŸen", "a\u{7f}b"] {
+            let err =
+                validate("tools/call", Some(&params), "2026-07-28", headers("tools/call", Some(raw))).unwrap_err();
+            assert_eq!(err.code(), -32020, "{raw}");
+            assert!(err.to_string().contains("not visible ASCII"), "{err}");
+        }
     }
 
     #[test]

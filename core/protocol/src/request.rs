@@ -101,7 +101,10 @@ fn decode_object(mut object: Map<String, Value>) -> Result<Incoming, Box<DecodeE
     let id = match object.remove("id") {
         Some(id @ Value::String(_)) => Some(id),
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
-        Some(Value::Null) | None => None,
+        None => None,
+        // JSON-RPC 2.0 discourages a null id and MCP 2026-07-28 forbids it (RequestId is a string
+        // or an integer): a request with one is refused, not taken for a notification (which has
+        // no id member at all).
         Some(_) => return Err(fail(None, ProtocolError::NotARequest("id must be a string or an integer".into()))),
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {

@@ -84,7 +84,7 @@ impl Default for DispatcherConfig {
 
 /// The only request headers the dispatcher reads (lower case): an adapter may hand it just
 /// these, in any case, instead of every header the request carried.
-pub const READ_HEADERS: &[&str] = &["mcp-protocol-version", "mcp-method", "mcp-name", "accept"];
+pub const READ_HEADERS: &[&str] = &["mcp-protocol-version", "mcp-method", "mcp-name", "accept", "content-type"];
 
 /// The request headers the dispatcher reads, as `(name, value)` pairs in any case. Repeated
 /// names are kept, so a repeated standard header can be refused instead of one copy winning.
@@ -109,6 +109,33 @@ impl<'a> Headers<'a> {
             method: self.single("mcp-method")?,
             name: self.single("mcp-name")?,
         })
+    }
+
+    /// `None` when the request says its body is JSON (`Content-Type: application/json`, any
+    /// case, parameters such as `charset` aside), else what it says instead. Both SDKs refuse
+    /// anything else before reading the body; so does the dispatcher, for every server alike.
+    fn unless_json(&self) -> Option<String> {
+        debug_assert!(READ_HEADERS.contains(&"content-type"), "content-type is read but not listed in READ_HEADERS");
+        let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("content-type")).map(|(_, v)| *v);
+        let Some(first) = values.next() else { return Some("the request has no Content-Type".to_owned()) };
+        // A repeated header, or one a host merged (`a, b`), must say JSON in every part.
+        let json = std::iter::once(first).chain(values).flat_map(|v| v.split(',')).all(|part| {
+            part.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+        });
+        (!json).then(|| format!("its Content-Type is {first:?}"))
+    }
+
+    /// `None` when the client accepts `text/event-stream` (no `Accept` header, or one naming
+    /// it, `text/*` or `*/*`), else what it accepts instead.
+    fn unless_sse(&self) -> Option<String> {
+        let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("accept")).map(|(_, v)| *v).peekable();
+        values.peek()?;
+        let accepted: Vec<&str> = values.collect();
+        let sse = accepted.iter().flat_map(|v| v.split(',')).any(|range| {
+            let essence = range.split(';').next().unwrap_or_default().trim();
+            ["text/event-stream", "text/*", "*/*"].iter().any(|ok| essence.eq_ignore_ascii_case(ok))
+        });
+        (!sse).then(|| format!("it accepts {:?}", accepted.join(", ")))
     }
 
     /// True when the client accepts SSE but not JSON: its replies then go as a one-event stream.
@@ -272,9 +299,20 @@ pub enum Decision {
     /// Perform [`Routed::route`] for [`Routed::principal`], then reply through its [`Routed::reply`].
     Route(Routed),
     /// Hand the request, unchanged, to the SDK the dispatcher sits in front of (only with
-    /// [`DispatcherConfig::delegate`]): it is not the extension's traffic, a synchronous
-    /// `tools/call`, a listen whose filter names no tasks, or 2025-era traffic.
+    /// [`DispatcherConfig::delegate`]): it is not the extension's traffic, a listen whose filter
+    /// names no tasks but other events, or 2025-era traffic.
     Delegate,
+    /// Hand this synchronous `tools/call` to the SDK (only with [`DispatcherConfig::delegate`]).
+    /// The SDK answers some of its refusals in its own way (an unknown tool with HTTP 200, a
+    /// tool's protocol error as a result), so before and after it the adapter answers these from
+    /// the table instead: [`ReplyTo::unknown_tool`] when the SDK does not serve `tool`, and
+    /// [`ReplyTo::tool_error`] for a protocol error the tool raised.
+    DelegateCall {
+        /// The tool called.
+        tool: String,
+        /// How to answer the request in the SDK's stead.
+        reply: ReplyTo,
+    },
 }
 
 /// What the dispatcher decided about one message of the stdio transport (newline-delimited
@@ -341,6 +379,12 @@ impl ReplyTo {
     /// The reply carrying an error a tool raised while running synchronously.
     pub fn tool_error(&self, error: &RpcError) -> Reply {
         Reply::with(200, &error_response(Some(&self.id), error), self.sse)
+    }
+
+    /// The reply to a `tools/call` of a tool the server does not serve: the error every server
+    /// answers ([`unknown_tool`]).
+    pub fn unknown_tool(&self, tool: &str) -> Reply {
+        self.error(&unknown_tool(tool))
     }
 
     /// The framer of this request's listen stream.
@@ -450,6 +494,18 @@ impl Dispatcher {
     /// from the request; `None` answers 401 (after the body was found to be a request, so
     /// malformed bodies get their own error first).
     pub fn handle_http(&self, request: &HttpRequest<'_>, principal: Option<&str>) -> Decision {
+        self.handle_http_with(request, principal, &|_| true)
+    }
+
+    /// [`Dispatcher::handle_http`] for an adapter that knows which tools its SDK serves:
+    /// `sdk_serves(tool)` says whether a tool without an entry of its own exists, and a call of
+    /// one that does not is refused as an unknown tool, as the Rust host refuses it.
+    pub fn handle_http_with(
+        &self,
+        request: &HttpRequest<'_>,
+        principal: Option<&str>,
+        sdk_serves: &dyn Fn(&str) -> bool,
+    ) -> Decision {
         let delegate = self.config.delegate;
         if delegate && !request.method.eq_ignore_ascii_case("POST") {
             return Decision::Delegate;
@@ -461,17 +517,36 @@ impl Dispatcher {
             return Decision::Reply(reply);
         }
         let sse = request.headers.wants_sse_only();
+        if let Some(said) = request.headers.unless_json() {
+            return Decision::Reply(error_reply(None, &ProtocolError::UnsupportedMediaType(said), sse));
+        }
         let Some(body) = request.body else {
             let error = ProtocolError::BodyTooLarge { limit: self.config.max_body_bytes };
             return Decision::Reply(error_reply(None, &error, sse));
         };
         let (id, method, params) = match request::decode(body) {
             Ok(Incoming::Request { id, method, params }) => (id, method, params),
-            Ok(Incoming::Notification { .. } | Incoming::Response) if delegate => return Decision::Delegate,
-            // Notifications and responses get no JSON-RPC answer.
+            // 2025-era notifications and responses are the SDK's (its legacy sessions use them).
+            Ok(Incoming::Notification { params, .. })
+                if delegate && !self.claims_envelope(params.as_ref(), request.headers) =>
+            {
+                return Decision::Delegate;
+            }
+            Ok(Incoming::Response) if delegate && !self.claims_envelope(None, request.headers) => {
+                return Decision::Delegate;
+            }
+            // Notifications and responses get no JSON-RPC answer: the 2026-07-28 core defines no
+            // client-to-server notification over HTTP (a client cancels by closing the stream),
+            // so one is accepted and dropped, as mcp 2.3.0 does, whatever its headers say.
             Ok(Incoming::Notification { .. } | Incoming::Response) => return Decision::Reply(Reply::empty(202)),
             Err(e) => return Decision::Reply(error_reply(e.id.as_ref(), &e.error, sse)),
         };
+        if method == "subscriptions/listen"
+            && let Some(accepts) = request.headers.unless_sse()
+        {
+            // Both SDKs refuse it (406) before anything else; so does every server of ours.
+            return Decision::Reply(error_reply(Some(&id), &ProtocolError::NotAcceptable(accepts), false));
+        }
         if delegate {
             match self.delegation(&method, params.as_ref(), request.headers) {
                 Ok(true) => return Decision::Delegate,
@@ -484,9 +559,12 @@ impl Dispatcher {
             reply.status = 401;
             return Decision::Reply(reply);
         };
-        let routed = match self.route(&method, params.as_ref(), Some(request.headers)) {
-            // The SDK runs synchronous calls and serves listens that name no tasks.
-            Ok(Routing::Route(route)) if delegate && sdk_serves(&route) => return Decision::Delegate,
+        let routed = match self.route_with(&method, params.as_ref(), Some(request.headers), sdk_serves) {
+            // The SDK runs synchronous calls and serves listens for its own events.
+            Ok(Routing::Route(Route::CallTool(call))) if delegate && call.dispatch == Dispatch::Sync => {
+                return Decision::DelegateCall { tool: call.name, reply: ReplyTo { id, sse } };
+            }
+            Ok(Routing::Route(route)) if delegate && route.is_sdk_listen() => return Decision::Delegate,
             Ok(Routing::Route(route)) => route,
             Ok(Routing::Answer(result)) => {
                 return Decision::Reply(Reply::with(200, &ResponseRef { jsonrpc: "2.0", id: &id, result }, sse));
@@ -505,12 +583,20 @@ impl Dispatcher {
             // The extension owns the `tasks/` namespace: the removed `tasks/list` and
             // `tasks/result` are core's -32601, as on every other server.
             None if method.starts_with("tasks/") => return Ok(false),
-            None | Some(Method::Discover | Method::ToolsList) => return Ok(true),
+            None | Some(Method::Discover | Method::ToolsList) => {
+                // The SDK's, once the transport rules every 2026-07-28 request follows hold: an
+                // SDK may route by the version header alone (mcp 2.3.0 takes a request without
+                // it to its 2025 path), so these are checked here, the same on every server.
+                if self.claims_envelope(params, headers) {
+                    let envelope = negotiation::parse_envelope_shape(params)?;
+                    headers::validate(method, params, envelope.protocol_version, headers.standard()?)?;
+                    negotiation::check_version(envelope.protocol_version)?;
+                }
+                return Ok(true);
+            }
             Some(parsed) => parsed,
         };
-        // A repeated header is the route's error to report, not a reason to delegate.
-        let version_header = headers.single("mcp-protocol-version").unwrap_or(None);
-        if negotiation::claims_envelope(params, version_header) {
+        if self.claims_envelope(params, headers) {
             return Ok(false);
         }
         match parsed {
@@ -522,6 +608,12 @@ impl Dispatcher {
             Method::SubscriptionsListen => Ok(true),
             _ => Ok(false),
         }
+    }
+
+    /// Whether a request claims the 2026-07-28 envelope ([`negotiation::claims_envelope`]); a
+    /// repeated version header is the route's error to report, not a reason to delegate.
+    fn claims_envelope(&self, params: Option<&Value>, headers: Headers<'_>) -> bool {
+        negotiation::claims_envelope(params, headers.single("mcp-protocol-version").unwrap_or(None))
     }
 
     /// Decides one line received on the stdio transport for `principal` (the process at the
@@ -571,6 +663,18 @@ impl Dispatcher {
         params: Option<&Value>,
         headers: Option<Headers<'_>>,
     ) -> Result<Routing, ProtocolError> {
+        self.route_with(method, params, headers, &|_| true)
+    }
+
+    /// [`Dispatcher::route`] for an adapter that knows which tools its SDK serves (see
+    /// [`Dispatcher::handle_http_with`]).
+    pub fn route_with(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        headers: Option<Headers<'_>>,
+        sdk_serves: &dyn Fn(&str) -> bool,
+    ) -> Result<Routing, ProtocolError> {
         let parsed = Method::parse(method).ok_or_else(|| ProtocolError::MethodNotFound(method.to_owned()))?;
         // The rules' order is mcp 2.3.0's (`shared/inbound.py`): the envelope's shape, then the
         // headers, then the version, so a client that disagrees with itself is told so rather
@@ -583,7 +687,7 @@ impl Dispatcher {
         let route = match parsed {
             Method::Discover => return Ok(Routing::Answer(self.discover())),
             Method::ToolsList => return Ok(Routing::Answer(self.tools_list())),
-            Method::ToolsCall => Route::CallTool(Box::new(self.route_tool_call(params, envelope)?)),
+            Method::ToolsCall => Route::CallTool(Box::new(self.route_tool_call(params, envelope, sdk_serves)?)),
             Method::TasksGet => {
                 envelope.require_tasks(method)?;
                 Route::GetTask { task_id: request::task_id_params(params, method)?.task_id }
@@ -620,11 +724,13 @@ impl Dispatcher {
         &self,
         params: Option<&Value>,
         envelope: EnvelopeRef<'_>,
+        sdk_serves: &dyn Fn(&str) -> bool,
     ) -> Result<ToolCallRoute, ProtocolError> {
         let params = request::call_tool_params(params)?;
-        let mode = self
-            .tool_mode(&params.name)
-            .ok_or_else(|| ProtocolError::InvalidParams(format!("Unknown tool: {}", params.name)))?;
+        let own = self.tools.get(&params.name).map(|t| t.mode);
+        let mode = own
+            .or_else(|| self.config.default_mode.filter(|_| sdk_serves(&params.name)))
+            .ok_or_else(|| unknown_tool(&params.name))?;
         let dispatch = negotiation::decide(mode, envelope.declares_tasks())?;
         Ok(ToolCallRoute {
             name: params.name,
@@ -671,12 +777,18 @@ pub fn default_principal(client_id: Option<&str>) -> String {
     client_id.map_or_else(|| "anonymous".to_owned(), |id| format!("client:{id}"))
 }
 
-/// Whether the SDK behind a delegating dispatcher performs `route` itself.
-fn sdk_serves(route: &Route) -> bool {
-    match route {
-        Route::CallTool(call) => call.dispatch == Dispatch::Sync,
-        Route::Listen { task_ids, .. } => task_ids.is_none(),
-        _ => false,
+/// The error of a `tools/call` naming a tool the server does not serve (-32602, HTTP 400), the
+/// same from every server.
+pub fn unknown_tool(tool: &str) -> ProtocolError {
+    ProtocolError::InvalidParams(format!("Unknown tool: {tool}"))
+}
+
+impl Route {
+    /// A listen an SDK behind a delegating dispatcher serves: its filter names no tasks but
+    /// other events. One that names nothing at all is answered here (an acknowledgement of the
+    /// empty filter and the end of the stream), on every server alike.
+    pub fn is_sdk_listen(&self) -> bool {
+        matches!(self, Self::Listen { task_ids: None, other } if !other.is_empty())
     }
 }
 
@@ -838,8 +950,14 @@ mod tests {
         json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string().into_bytes()
     }
 
+    /// A POST with these headers, and `Content-Type: application/json` unless they name one.
     fn post<'a>(headers: &'a [(&'a str, &'a str)], body: &'a [u8]) -> HttpRequest<'a> {
-        HttpRequest { method: "POST", headers: Headers(headers), body: Some(body) }
+        let mut all = headers.to_vec();
+        if !all.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+            all.push(("content-type", "application/json"));
+        }
+        // Test requests live as long as the test process.
+        HttpRequest { method: "POST", headers: Headers(Box::leak(all.into_boxed_slice())), body: Some(body) }
     }
 
     fn reply(decision: Decision) -> Reply {
@@ -921,7 +1039,7 @@ mod tests {
             v.extend(n.map(|n| ("Mcp-Name", n)));
             v
         };
-        let delegated = |decision: Decision| matches!(decision, Decision::Delegate);
+        let delegated = |decision: Decision| matches!(decision, Decision::Delegate | Decision::DelegateCall { .. });
         // Methods outside the extension, listings, notifications and other HTTP methods.
         for method in ["resources/read", "server/discover", "tools/list", "initialize"] {
             let b = body(method, json!({}), true);
@@ -1032,7 +1150,7 @@ mod tests {
         assert_eq!(r.message().unwrap()["result"]["tools"][2]["name"], "task");
         let get = HttpRequest { method: "GET", headers: Headers(&[]), body: Some(b"") };
         assert_eq!(reply(d.handle_http(&get, Some("a"))).headers, vec![("allow", "POST")]);
-        let big = HttpRequest { method: "POST", headers: Headers(&[]), body: None };
+        let big = HttpRequest { method: "POST", headers: Headers(&[("content-type", "application/json")]), body: None };
         assert_eq!(reply(d.handle_http(&big, Some("a"))).status, 413);
         let note = br#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#;
         assert_eq!(reply(d.handle_http(&post(&[], note), Some("a"))).status, 202);
@@ -1040,6 +1158,70 @@ mod tests {
         let r = reply(d.handle_http(&post(&sse, b"{"), Some("a")));
         assert!(r.sse && r.content_type() == Some("text/event-stream"));
         assert!(String::from_utf8(r.body()).unwrap().starts_with("event: message\ndata: {"));
+    }
+
+    #[test]
+    fn every_post_says_its_body_is_json() {
+        let d = dispatcher();
+        let b = body("tasks/get", json!({"taskId": "t1"}), true);
+        for content_type in
+            [Some("text/plain"), Some("application/json-seq"), None, Some("application/json, text/plain")]
+        {
+            let mut headers =
+                vec![("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tasks/get"), ("Mcp-Name", "t1")];
+            headers.extend(content_type.map(|ct| ("Content-Type", ct)));
+            let request = HttpRequest { method: "POST", headers: Headers(&headers), body: Some(&b) };
+            let r = reply(d.handle_http(&request, Some("a")));
+            assert_eq!(
+                (r.status, r.message().unwrap()["error"]["code"].clone()),
+                (415, json!(-32600)),
+                "{content_type:?}"
+            );
+        }
+        let h = [
+            ("Content-Type", "Application/JSON; charset=utf-8"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tasks/get"),
+            ("Mcp-Name", "t1"),
+        ];
+        assert!(matches!(
+            d.handle_http(&HttpRequest { method: "POST", headers: Headers(&h), body: Some(&b) }, Some("a")),
+            Decision::Route(_)
+        ));
+    }
+
+    #[test]
+    fn a_delegated_call_carries_its_tool_and_unknown_tools_are_refused_alike() {
+        let d = delegating();
+        let h = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "other")];
+        let b = body("tools/call", json!({"name": "other"}), true);
+        match d.handle_http(&post(&h, &b), Some("a")) {
+            Decision::DelegateCall { tool, reply } => {
+                assert_eq!(tool, "other");
+                let unknown = reply.unknown_tool(&tool);
+                assert_eq!((unknown.status, unknown.message().unwrap()["error"]["code"].clone()), (400, json!(-32602)));
+                assert_eq!(unknown.message().unwrap()["id"], 7);
+            }
+            other => panic!("{other:?}"),
+        }
+        // An adapter that knows its SDK's tools has core refuse the others, as the Rust host does.
+        let r = reply(d.handle_http_with(&post(&h, &b), Some("a"), &|tool| tool == "greet"));
+        let host = reply(dispatcher().handle_http(&post(&h, &b), Some("a")));
+        assert_eq!((r.status, r.message()), (host.status, host.message()));
+        assert_eq!(r.message().unwrap()["error"]["message"], "Invalid params: Unknown tool: other");
+    }
+
+    #[test]
+    fn a_listen_naming_nothing_is_answered_here_on_every_server() {
+        let d = delegating();
+        let h = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "subscriptions/listen")];
+        let empty = body("subscriptions/listen", json!({"notifications": {}}), true);
+        assert!(matches!(
+            d.handle_http(&post(&h, &empty), Some("a")),
+            Decision::Route(Routed { route: Route::Listen { task_ids: None, .. }, .. })
+        ));
+        let tools = body("subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}), true);
+        assert!(matches!(d.handle_http(&post(&h, &tools), Some("a")), Decision::Delegate));
     }
 
     #[test]

@@ -246,7 +246,9 @@ impl Host {
             Decision::Reply(reply) => http_reply(reply),
             Decision::Route(routed) => self.perform(routed).await,
             // This host builds its dispatcher without `delegate`: there is no SDK behind it.
-            Decision::Delegate => unreachable!("the axum host's dispatcher never delegates"),
+            Decision::Delegate | Decision::DelegateCall { .. } => {
+                unreachable!("the axum host's dispatcher never delegates")
+            }
         }
     }
 
