@@ -31,6 +31,7 @@ pub mod clock;
 pub mod engine;
 #[cfg(feature = "http")]
 pub mod host;
+pub mod limits;
 pub mod metrics;
 pub mod store;
 

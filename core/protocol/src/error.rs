@@ -80,6 +80,10 @@ pub enum ErrorKind {
     UnsupportedMediaType,
     /// A `subscriptions/listen` from a client whose `Accept` rules out `text/event-stream`.
     NotAcceptable,
+    /// A request body that did not arrive within the server's body read timeout.
+    RequestTimeout,
+    /// A request header section over the server's limit.
+    HeadersTooLarge,
 }
 
 /// One row of the error table: what, which JSON-RPC code, which HTTP status.
@@ -182,6 +186,18 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
         code: -32600,
         http_status: 406,
         when: "a `subscriptions/listen` whose `Accept` header rules out `text/event-stream`, the only form its answer has",
+    },
+    ErrorRow {
+        kind: ErrorKind::RequestTimeout,
+        code: -32600,
+        http_status: 408,
+        when: "a request header or body that did not arrive within its read timeout (10 s and 30 s by default); the Rust host closes a connection whose header is late without an answer",
+    },
+    ErrorRow {
+        kind: ErrorKind::HeadersTooLarge,
+        code: -32600,
+        http_status: 431,
+        when: "a request header section over the server's limit (64 KiB by default); the Rust host's HTTP layer sends it with an empty body",
     },
 ];
 
@@ -360,7 +376,9 @@ impl ErrorKind {
             Self::UnsupportedVersion => "UnsupportedVersionError",
             Self::Internal => "InternalError",
             Self::QuotaExceeded => "QuotaExceededError",
-            Self::UnsupportedMediaType | Self::NotAcceptable => "InvalidRequestError",
+            Self::UnsupportedMediaType | Self::NotAcceptable | Self::RequestTimeout | Self::HeadersTooLarge => {
+                "InvalidRequestError"
+            }
         }
     }
 
@@ -459,6 +477,20 @@ pub enum ProtocolError {
     /// text is what it accepts.
     #[error("Not Acceptable: a subscriptions/listen answer is a text/event-stream, which the client does not accept")]
     NotAcceptable(String),
+    /// A request's header or body did not arrive within its read timeout.
+    #[error("the {what} did not arrive within {seconds} s")]
+    RequestTimeout {
+        /// `request body` or `request header`.
+        what: &'static str,
+        /// The bound, in seconds.
+        seconds: u64,
+    },
+    /// The request's header section is over the limit.
+    #[error("the request header section is over the limit of {limit} bytes")]
+    HeadersTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// A new task would exceed a cap on live tasks; `data` says which and its limit.
     #[error("Too many live tasks: {scope} limit of {limit} reached; retry when some have finished")]
     QuotaExceeded {
@@ -516,6 +548,8 @@ impl ProtocolError {
             Self::QuotaExceeded { .. } => ErrorKind::QuotaExceeded,
             Self::UnsupportedMediaType(_) => ErrorKind::UnsupportedMediaType,
             Self::NotAcceptable(_) => ErrorKind::NotAcceptable,
+            Self::RequestTimeout { .. } => ErrorKind::RequestTimeout,
+            Self::HeadersTooLarge { .. } => ErrorKind::HeadersTooLarge,
         }
     }
 
@@ -555,6 +589,8 @@ impl ProtocolError {
             | Self::NotAcceptable(reason) => err.with_data(json!({ "reason": reason })),
             // The method name, as mcp 2.3.0 sends it, so both our servers give the same data.
             Self::MethodNotFound(method) => err.with_data(json!(method)),
+            Self::RequestTimeout { what, seconds } => err.with_data(json!({ "what": what, "timeoutSeconds": seconds })),
+            Self::HeadersTooLarge { limit } => err.with_data(json!({ "what": "request header", "limit": limit })),
             // `size` is the first byte past the limit: reading stopped there.
             Self::BodyTooLarge { limit } => {
                 err.with_data(json!({ "what": "request body", "size": limit + 1, "limit": limit }))

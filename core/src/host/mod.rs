@@ -7,6 +7,7 @@
 //! revision has no sessions
 //! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http>).
 
+mod serve;
 mod stdio;
 mod tools;
 
@@ -22,6 +23,7 @@ use axum::routing::any;
 use futures::stream::{self, Stream};
 use sha2::Digest;
 
+pub use serve::{BodyTimeout, ServeLimits, default_max_connections, serve_with};
 pub use stdio::STDIO_PRINCIPAL;
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
 
@@ -231,7 +233,16 @@ impl Host {
     async fn handle_inner(&self, parts: Parts, body: Body) -> Response {
         let dispatcher = &self.inner.dispatcher;
         // One byte past the limit tells "too large" from "exactly the limit".
-        let bytes = axum::body::to_bytes(body, dispatcher.config().max_body_bytes).await.ok();
+        let bytes = match axum::body::to_bytes(body, dispatcher.config().max_body_bytes).await {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                if let Some(late) = body_timeout(&e) {
+                    let error = ProtocolError::RequestTimeout { what: "request body", seconds: late.seconds };
+                    return http_reply(crate::protocol::server::error_reply(None, &error, false));
+                }
+                None // over the limit (or the client went away: nobody reads the answer)
+            }
+        };
         // Header values that are not UTF-8 still reach the rules (and fail them) as text; valid
         // ones are borrowed, not copied.
         let texts: Vec<(&str, std::borrow::Cow<'_, str>)> = parts
@@ -457,6 +468,18 @@ impl From<ProtocolError> for Failure {
     }
 }
 
+/// The [`BodyTimeout`] in an error's source chain, if reading the body failed for it.
+fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<BodyTimeout> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(late) = e.downcast_ref::<BodyTimeout>() {
+            return Some(*late);
+        }
+        next = e.source();
+    }
+    None
+}
+
 /// The axum response of a dispatcher [`Reply`].
 fn http_reply(mut reply: Reply) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -505,11 +528,12 @@ async fn post_handler(State(host): State<Host>, request: Request) -> Response {
     host.handle(parts, body).await
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves.
+/// Serves `router` on `listener` until `shutdown` resolves, with the default [`ServeLimits`]
+/// (header, body and idle timeouts; a connection cap that sheds what has completed no request).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    serve_with(listener, router, ServeLimits::default(), shutdown).await
 }

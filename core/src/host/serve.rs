@@ -1,0 +1,430 @@
+//! The host's connection loop: HTTP/1.1 over TCP with the bounds a slow or hostile client cannot
+//! hold open. `axum::serve` has none of them, so ~20,000 connections that each sent half a
+//! header and stopped held every descriptor of a host until the flood let go.
+//!
+//! - A connection that owes a request header (a new one, or one whose next request has begun)
+//!   is closed when the header has not arrived within [`ServeLimits::header_read_timeout`]; one
+//!   idle between requests after [`ServeLimits::idle_timeout`]. A request being served (a
+//!   `subscriptions/listen` stream included) has no such deadline.
+//! - A request body that has not arrived within [`ServeLimits::body_read_timeout`] of its header
+//!   fails with [`BodyTimeout`], which the host answers with the table's 408.
+//! - A header section over [`ServeLimits::max_header_bytes`] gets hyper's 431.
+//! - At most [`ServeLimits::max_connections`] are open (by default the descriptor limit less a
+//!   reserve): at the cap, or when `accept` runs out of descriptors (`EMFILE`, `ENFILE`), the
+//!   oldest connection that has not completed a request is shed to make room, so a legitimate
+//!   request is served while a flood lasts. Accept errors never end or spin the loop.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use bytes::Bytes;
+use http_body::Frame;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use crate::limits::{ServeLimits, default_max_connections};
+
+/// A request body that did not arrive within [`ServeLimits::body_read_timeout`]. Reading the
+/// body fails with this error (in its source chain), which the host answers with 408.
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+#[error("the request body did not arrive within {seconds} s of its header")]
+pub struct BodyTimeout {
+    /// The bound, in seconds.
+    pub seconds: u64,
+}
+
+/// Where a connection is: owing a header since an instant, serving a request, or idle since an
+/// instant. Stored in one atomic as nanoseconds from the server's start with the phase in the
+/// two low bits, so the reader, the service and the watchdog share it without a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Head(u64),
+    Busy,
+    Idle(u64),
+}
+
+struct Conn {
+    phase: AtomicU64,
+    /// Requests served to the end on it.
+    served: AtomicU64,
+    /// Requests being served (HTTP/1.1 serves one at a time; counted for the rare overlap of a
+    /// response body still streaming while the next head is read).
+    busy: AtomicU64,
+    shed: CancellationToken,
+    epoch: Instant,
+}
+
+impl Conn {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX) << 2 >> 2
+    }
+
+    fn phase(&self) -> Phase {
+        let raw = self.phase.load(Ordering::Acquire);
+        match raw & 3 {
+            0 => Phase::Head(raw >> 2),
+            1 => Phase::Busy,
+            _ => Phase::Idle(raw >> 2),
+        }
+    }
+
+    fn set(&self, phase: Phase) {
+        let raw = match phase {
+            Phase::Head(at) => at << 2,
+            Phase::Busy => 1,
+            Phase::Idle(at) => (at << 2) | 2,
+        };
+        self.phase.store(raw, Ordering::Release);
+    }
+
+    /// Bytes arrived: an idle connection now owes a header.
+    fn read_some(&self) {
+        if let Phase::Idle(_) = self.phase() {
+            self.set(Phase::Head(self.now()));
+        }
+    }
+
+    fn started(&self) {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        self.set(Phase::Busy);
+    }
+
+    fn finished(&self) {
+        self.served.fetch_add(1, Ordering::AcqRel);
+        if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.set(Phase::Idle(self.now()));
+        }
+    }
+
+    /// When the connection is to be closed if nothing changes, or `None` while serving.
+    fn deadline(&self, limits: &ServeLimits) -> Option<Instant> {
+        let at = |since: u64, bound: Duration| self.epoch + Duration::from_nanos(since) + bound;
+        match self.phase() {
+            Phase::Head(since) => Some(at(since, limits.header_read_timeout)),
+            Phase::Busy => None,
+            Phase::Idle(since) => Some(at(since, limits.idle_timeout)),
+        }
+    }
+}
+
+/// The open connections by arrival, for the cap and shedding.
+#[derive(Default)]
+struct Registry {
+    conns: parking_lot::Mutex<BTreeMap<u64, Arc<Conn>>>,
+    next: AtomicU64,
+    /// Signalled whenever a connection ends (graceful shutdown waits for the last).
+    ended: tokio::sync::Notify,
+}
+
+impl Registry {
+    /// Closes the oldest connection that has completed no request and is not serving one (a
+    /// flood's half-sent header, or a client that never sent anything); failing that, the
+    /// oldest idle one. False when every connection is serving a request.
+    fn shed_one(&self) -> bool {
+        let conns = self.conns.lock();
+        let unfinished = conns
+            .values()
+            .find(|c| c.served.load(Ordering::Acquire) == 0 && c.phase() != Phase::Busy && !c.shed.is_cancelled());
+        let victim = unfinished
+            .or_else(|| conns.values().find(|c| matches!(c.phase(), Phase::Idle(_)) && !c.shed.is_cancelled()));
+        match victim {
+            Some(conn) => {
+                conn.shed.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Reads through to the socket, telling the connection when bytes arrive.
+struct Watched {
+    stream: tokio::net::TcpStream,
+    conn: Arc<Conn>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.conn.read_some();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// A request body that fails with [`BodyTimeout`] once its deadline passes unfinished.
+struct Deadline {
+    inner: hyper::body::Incoming,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    seconds: u64,
+}
+
+impl http_body::Body for Deadline {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        match self.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout { seconds: self.seconds })))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response body that tells its connection when it has been sent (or dropped).
+struct Served {
+    inner: Body,
+    conn: Option<Arc<Conn>>,
+}
+
+impl Served {
+    fn done(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.finished();
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+impl http_body::Body for Served {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.done();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Serves `router` on `listener` with `limits` until `shutdown` resolves, then stops accepting
+/// and waits for the open connections to finish their requests (as `axum::serve` does).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: ServeLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let max = limits.max_connections.unwrap_or_else(default_max_connections).max(1);
+    let registry = Arc::new(Registry::default());
+    let stopping = CancellationToken::new();
+    let epoch = Instant::now();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) if matches!(e.raw_os_error(), Some(23 | 24)) => {
+                // EMFILE / ENFILE: free a descriptor the way the cap does, and give it a moment
+                // to close before accepting again (no spinning on the same error).
+                let shed = registry.shed_one();
+                tracing::warn!(error = %e, shed, "accept ran out of descriptors");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+            Err(e) => {
+                // A connection reset before it was accepted, or another passing fault.
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+        };
+        if registry.conns.lock().len() >= max && !registry.shed_one() {
+            // Every connection is serving a request: this one waits its turn elsewhere.
+            tracing::warn!(max, "connection cap reached with every connection busy; refused one");
+            drop(stream);
+            continue;
+        }
+        // Small writes (a listen's notifications) go out at once, not after the peer's delayed
+        // ACK (Nagle held the second frame of a listen ~40 ms).
+        let _ = stream.set_nodelay(true);
+        let conn = Arc::new(Conn {
+            phase: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            shed: CancellationToken::new(),
+            epoch,
+        });
+        conn.set(Phase::Head(conn.now()));
+        let id = registry.next.fetch_add(1, Ordering::Relaxed);
+        registry.conns.lock().insert(id, Arc::clone(&conn));
+        let registry = Arc::clone(&registry);
+        let router = router.clone();
+        let stopping = stopping.clone();
+        tokio::spawn(async move {
+            serve_connection(stream, router, &conn, &limits, &stopping).await;
+            registry.conns.lock().remove(&id);
+            registry.ended.notify_waiters();
+        });
+    }
+    stopping.cancel();
+    // The open connections finish the requests they are serving; idle ones close now.
+    loop {
+        let ended = registry.ended.notified();
+        if registry.conns.lock().is_empty() {
+            return Ok(());
+        }
+        ended.await;
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    router: Router,
+    conn: &Arc<Conn>,
+    limits: &ServeLimits,
+    stopping: &CancellationToken,
+) {
+    let io = TokioIo::new(Watched { stream, conn: Arc::clone(conn) });
+    let service_conn = Arc::clone(conn);
+    let body_timeout = limits.body_read_timeout;
+    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        service_conn.started();
+        let sleep = Box::pin(tokio::time::sleep(body_timeout));
+        let seconds = body_timeout.as_secs();
+        let request = request.map(|inner| Body::new(Deadline { inner, sleep, seconds }));
+        let mut router = router.clone();
+        let conn = Arc::clone(&service_conn);
+        async move {
+            let response = tower::Service::call(&mut router, request).await;
+            Ok::<_, std::convert::Infallible>(match response {
+                Ok(response) => response.map(|inner| Body::new(Served { inner, conn: Some(conn) })),
+                Err(never) => match never {},
+            })
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // The header deadline is the watchdog's below (it also covers an idle connection's next
+    // request, which hyper's own timer would close after the header timeout instead of the idle
+    // one).
+    builder.max_buf_size(limits.max_header_bytes.max(8192)).header_read_timeout(None);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut graceful = false;
+    loop {
+        let deadline = conn.deadline(limits);
+        tokio::select! {
+            _ = connection.as_mut() => return,
+            () = conn.shed.cancelled() => return,
+            () = stopping.cancelled(), if !graceful => {
+                graceful = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    // Serving: look again later (the phase changes without waking this task).
+                    None => tokio::time::sleep(limits.header_read_timeout.min(limits.idle_timeout)).await,
+                }
+            } => {
+                if conn.deadline(limits).is_some_and(|at| at <= Instant::now()) {
+                    return; // a header or an idle wait past its bound: close
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_round_trips_through_its_atomic() {
+        let conn = Conn {
+            phase: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            shed: CancellationToken::new(),
+            epoch: Instant::now(),
+        };
+        for phase in [Phase::Head(0), Phase::Head(123_456_789), Phase::Busy, Phase::Idle(42)] {
+            conn.set(phase);
+            assert_eq!(conn.phase(), phase);
+        }
+        conn.set(Phase::Idle(7));
+        conn.read_some();
+        assert!(matches!(conn.phase(), Phase::Head(_)), "bytes on an idle connection owe a header");
+        conn.started();
+        conn.read_some();
+        assert_eq!(conn.phase(), Phase::Busy, "a body's bytes change nothing");
+        conn.finished();
+        assert!(matches!(conn.phase(), Phase::Idle(_)));
+        assert_eq!(conn.served.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn the_default_cap_leaves_a_reserve_under_the_descriptor_limit() {
+        let cap = default_max_connections();
+        #[cfg(unix)]
+        if let Some(limit) = rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+            assert!((cap as u64) < limit, "{cap} under {limit}");
+        }
+        assert!(cap >= 1);
+    }
+}

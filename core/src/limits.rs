@@ -1,0 +1,106 @@
+//! The bounds every server puts on its HTTP connections, so slow or hostile clients cannot hold
+//! it down: one set of defaults for the Rust host (`host::serve_with`), the Python server
+//! (`mcp_tasks.serve`, over uvicorn) and the TypeScript server (`handler.nodeServer()`, over
+//! `node:http`).
+
+use std::time::Duration;
+
+/// The bounds of a server's HTTP connections (the Rust host's `host::serve_with`, and what the
+/// Python and TypeScript servers set on their HTTP servers); [`ServeLimits::default`] gives the
+/// safe defaults named on each field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServeLimits {
+    /// How long a request's header may take to arrive, from the connection's start or from the
+    /// first byte of a later request on it (default 10 s; nginx waits 60 s, hyper 30 s: a
+    /// header on any network a client uses arrives in well under a second).
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive after its header (default 30 s: a 4 MiB body
+    /// at ~140 KB/s).
+    pub body_read_timeout: Duration,
+    /// How long a connection may stay open between requests (default 60 s; it is cheap to open
+    /// again, and a held one costs a descriptor).
+    pub idle_timeout: Duration,
+    /// The most connections open at once; `None` (the default) takes the process's descriptor
+    /// limit less a reserve for its store and logs ([`default_max_connections`]).
+    pub max_connections: Option<usize>,
+    /// The largest request header section read (default 64 KiB; hyper allows ~400 KiB, a
+    /// memory bound 20,000 held connections multiply).
+    pub max_header_bytes: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: None,
+            max_header_bytes: 64 << 10,
+        }
+    }
+}
+
+/// The connection cap when none is set: the soft `RLIMIT_NOFILE` less a sixteenth of it (at
+/// least 64) for everything else the process opens (the store, its redo log, logs, a stdio
+/// child's pipes). 4,096 where the limit cannot be read.
+pub fn default_max_connections() -> usize {
+    #[cfg(unix)]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        if let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) {
+            return limit.saturating_sub((limit / 16).max(64)).max(1);
+        }
+    }
+    4_096
+}
+
+impl ServeLimits {
+    /// The limits as bindings read them (camelCase, milliseconds), with the connection cap
+    /// resolved: `headerReadTimeoutMs`, `bodyReadTimeoutMs`, `idleTimeoutMs`, `maxConnections`,
+    /// `maxHeaderBytes`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        serde_json::json!({
+            "headerReadTimeoutMs": ms(self.header_read_timeout),
+            "bodyReadTimeoutMs": ms(self.body_read_timeout),
+            "idleTimeoutMs": ms(self.idle_timeout),
+            "maxConnections": self.max_connections.unwrap_or_else(default_max_connections),
+            "maxHeaderBytes": self.max_header_bytes,
+        })
+    }
+}
+
+/// Why an HTTP server refused a connection's request before any request reached the
+/// dispatcher, as the Python and TypeScript servers' HTTP layers report it.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The header did not arrive within [`ServeLimits::header_read_timeout`].
+    HeaderTimeout,
+    /// The request (its body) did not arrive within its bound.
+    BodyTimeout,
+    /// The header section is over [`ServeLimits::max_header_bytes`].
+    HeadersTooLarge,
+    /// The bytes are no HTTP request.
+    Malformed,
+}
+
+impl Refusal {
+    /// The table's answer to it: the HTTP status and the JSON-RPC error body (no id: the request
+    /// was never read). The connection closes after it.
+    pub fn reply(self, limits: &ServeLimits) -> (u16, String) {
+        use crate::protocol::ProtocolError;
+        let error = match self {
+            Self::HeaderTimeout => {
+                ProtocolError::RequestTimeout { what: "request header", seconds: limits.header_read_timeout.as_secs() }
+            }
+            Self::BodyTimeout => {
+                ProtocolError::RequestTimeout { what: "request body", seconds: limits.body_read_timeout.as_secs() }
+            }
+            Self::HeadersTooLarge => ProtocolError::HeadersTooLarge { limit: limits.max_header_bytes },
+            Self::Malformed => ProtocolError::InvalidRequest("the bytes received are no HTTP/1.1 request".into()),
+        };
+        let reply = crate::protocol::server::error_reply(None, &error, false);
+        (reply.status, reply.json().unwrap_or_default().to_owned())
+    }
+}

@@ -1,0 +1,155 @@
+//! The host's connection loop against slow and hostile clients (`host::serve_with` with short
+//! bounds): half-sent headers and idle connections are closed, a slow body gets the table's 408,
+//! a header section over the limit 431, the cap sheds the oldest connection that completed no
+//! request so a legitimate one is served, and a listen stream outlives every bound. Every wait is
+//! bounded; the bounds asserted are generous multiples of the configured ones.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks::host::{Host, ServeLimits, Tool, handler_fn, serve_with, text_result};
+use mcp_tasks::protocol::TaskMode;
+use mcp_tasks::store::MemoryStore;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const BOUND: Duration = Duration::from_secs(10);
+
+fn limits() -> ServeLimits {
+    ServeLimits {
+        header_read_timeout: Duration::from_millis(300),
+        body_read_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(300),
+        max_connections: Some(8),
+        max_header_bytes: 16 << 10,
+    }
+}
+
+async fn host(limits: ServeLimits) -> std::net::SocketAddr {
+    let engine = mcp_tasks::Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
+    let host = Host::builder(engine)
+        .tool(Tool::new("echo", handler_fn(|_c, _x| async { Ok(text_result("hi")) })))
+        .tool(
+            Tool::new(
+                "slow",
+                handler_fn(|_c, _x| async {
+                    tokio::time::sleep(Duration::from_millis(1_500)).await;
+                    Ok(text_result("done"))
+                }),
+            )
+            .mode(TaskMode::Optional)
+            .poll_interval_ms(60_000),
+        )
+        .build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_with(listener, host.router("/mcp"), limits, std::future::pending()));
+    addr
+}
+
+fn request(method: &str, params: Value, name: Option<&str>) -> Vec<u8> {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
+    let mut params = params;
+    params["_meta"] = meta;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let name = name.map(|n| format!("Mcp-Name: {n}\r\n")).unwrap_or_default();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads until the server closes the connection (or `BOUND` passes: then panics).
+async fn read_to_close(stream: &mut TcpStream) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match tokio::time::timeout(BOUND, stream.read(&mut buf)).await.expect("the server closes the connection") {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&all).into_owned(),
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Reads one response head and the bytes received with it.
+async fn read_some(stream: &mut TcpStream) -> String {
+    let mut buf = vec![0u8; 65536];
+    let n = tokio::time::timeout(BOUND, stream.read(&mut buf)).await.expect("an answer").unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn a_half_sent_header_and_an_idle_connection_are_closed() {
+    let addr = host(limits()).await;
+    let mut half = TcpStream::connect(addr).await.unwrap();
+    half.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Ty").await.unwrap();
+    assert_eq!(read_to_close(&mut half).await, "", "closed without an answer");
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(read_to_close(&mut silent).await, "", "a connection that sends nothing owes a header too");
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    idle.write_all(&request("tools/call", json!({"name": "echo", "arguments": {}}), Some("echo"))).await.unwrap();
+    let answer = read_to_close(&mut idle).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"text\":\"hi\""), "served before it idled out: {answer}");
+}
+
+#[tokio::test]
+async fn a_slow_body_gets_408_and_an_oversized_header_431() {
+    let addr = host(limits()).await;
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+    )
+    .await
+    .unwrap();
+    let answer = read_some(&mut slow).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":-32600") && answer.contains("did not arrive"), "{answer}");
+    let mut big = TcpStream::connect(addr).await.unwrap();
+    let name = "x".repeat(20 << 10);
+    big.write_all(&request("tasks/get", json!({"taskId": name}), Some(&name))).await.unwrap();
+    let answer = read_to_close(&mut big).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+}
+
+#[tokio::test]
+async fn at_the_cap_the_oldest_unfinished_connection_makes_room() {
+    let addr = host(ServeLimits { header_read_timeout: Duration::from_secs(60), ..limits() }).await;
+    let mut flood = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        flood.push(stream);
+    }
+    // A ninth, legitimate connection is served while all eight are held.
+    let mut probe = TcpStream::connect(addr).await.unwrap();
+    probe.write_all(&request("tools/call", json!({"name": "echo", "arguments": {}}), Some("echo"))).await.unwrap();
+    let answer = read_some(&mut probe).await;
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("\"text\":\"hi\""), "{answer}");
+    // The first of the flood went to make room.
+    assert_eq!(read_to_close(&mut flood[0]).await, "");
+}
+
+#[tokio::test]
+async fn a_listen_stream_outlives_every_bound() {
+    let addr = host(limits()).await;
+    let mut call = TcpStream::connect(addr).await.unwrap();
+    call.write_all(&request("tools/call", json!({"name": "slow", "arguments": {}}), Some("slow"))).await.unwrap();
+    let created = read_some(&mut call).await;
+    let body = &created[created.find("\r\n\r\n").unwrap() + 4..];
+    let task: Value = serde_json::from_str(body).unwrap();
+    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    let mut listen = TcpStream::connect(addr).await.unwrap();
+    listen
+        .write_all(&request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None))
+        .await
+        .unwrap();
+    // The task completes after 1.5 s, five times every bound: the stream is still there for it.
+    let stream = read_to_close(&mut listen).await;
+    assert!(stream.contains("\"status\":\"completed\""), "{stream}");
+    assert!(stream.contains("\"resultType\":\"complete\""), "the graceful close: {stream}");
+}
