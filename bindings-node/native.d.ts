@@ -417,6 +417,19 @@ export declare const PROTOCOL_VERSION: string
 export declare function readHeaders(): Array<string>
 
 /**
+ * The answer to a connection `node:http` refused before any request reached core (`kind`:
+ * `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`), under `limits_json`
+ * (as `serveLimits()` gives them): the table's status and JSON-RPC error.
+ */
+export declare function refusalReply(kind: string, limitsJson: string): HttpReply
+
+/**
+ * Core's default bounds on HTTP connections (JSON, camelCase, milliseconds, the connection cap
+ * from this process's descriptor limit): what `handler.nodeServer()` sets on `node:http`.
+ */
+export declare function serveLimits(): string
+
+/**
  * The answer to a `tools/call` that created a task: the creation reply to send, and the task
  * to run. One object, so the common task call crosses the boundary once.
  */

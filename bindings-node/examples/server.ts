@@ -1,4 +1,3 @@
-import http from "node:http";
 import { McpServer } from "@modelcontextprotocol/server";
 import * as z from "zod";
 import { TasksServer, currentTask } from "mcp-tasks/server";
@@ -13,4 +12,5 @@ const handler = tasks.handler(() => {
   return server;
 });
 const port = Number(process.argv[2] ?? 8080);
-http.createServer(handler.node).listen(port, "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${port}/mcp`));
+// nodeServer(): node:http with core's bounds on connections (timeouts, a cap that sheds).
+handler.nodeServer().listen(port, "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${port}/mcp`));

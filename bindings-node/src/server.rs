@@ -586,6 +586,32 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// Core's default bounds on HTTP connections (JSON, camelCase, milliseconds, the connection cap
+/// from this process's descriptor limit): what `handler.nodeServer()` sets on `node:http`.
+#[napi]
+pub fn serve_limits() -> String {
+    mcp_tasks::limits::ServeLimits::default().to_json().to_string()
+}
+
+/// The answer to a connection `node:http` refused before any request reached core (`kind`:
+/// `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`), under `limits_json`
+/// (as `serveLimits()` gives them): the table's status and JSON-RPC error.
+#[napi]
+pub fn refusal_reply(kind: String, limits_json: String) -> napi::Result<HttpReply> {
+    use mcp_tasks::limits::{Refusal, ServeLimits};
+    let refusal = match kind.as_str() {
+        "header_timeout" => Refusal::HeaderTimeout,
+        "body_timeout" => Refusal::BodyTimeout,
+        "headers_too_large" => Refusal::HeadersTooLarge,
+        "malformed" => Refusal::Malformed,
+        other => return Err(invalid(format!("refusal {other:?} is not one core knows"))),
+    };
+    let limits = ServeLimits::from_json(&parse_json("limits", &limits_json)?);
+    let (status, body) = refusal.reply(&limits);
+    let headers = HashMap::from([("content-type".to_owned(), "application/json".to_owned())]);
+    Ok(HttpReply { status: u32::from(status), headers, body })
+}
+
 /// The request headers core reads (lower case): a host may pass only these to `handle`.
 #[napi]
 pub fn read_headers() -> Vec<String> {

@@ -3,7 +3,6 @@
 //   node test/fixture-server.mjs PORT [STORE]     (STORE defaults to memory://)
 // Serves 127.0.0.1:PORT/mcp until killed; prints "listening on ..." once it accepts.
 import { createHash } from "node:crypto";
-import http from "node:http";
 
 import { McpServer, ProtocolError, acceptedContent, inputRequired } from "@modelcontextprotocol/server";
 import * as z from "zod";
@@ -132,7 +131,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const store = process.argv[3] ?? "memory://";
   const tasks = await openTasks(store);
   const handler = tasks.handler(fixtureServer, { legacy: "stateless" });
-  const server = http.createServer(handler.node);
+  // The server users get from handler.nodeServer(): core's bounds on its connections.
+  const server = handler.nodeServer();
   server.listen(port, "127.0.0.1", () => {
     console.log(`listening on http://127.0.0.1:${port}/mcp`);
   });

@@ -11,7 +11,8 @@
  * its result or error ends the task. Everything else is the SDK's to serve, unchanged.
  */
 
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { type IncomingMessage, type ServerResponse, createServer, type Server as HttpServer } from "node:http";
+import type { Socket } from "node:net";
 
 import {
   type AuthInfo,
@@ -196,6 +197,141 @@ export function currentTask(ctx: { http?: { req?: Request } } | undefined): Curr
   return request === undefined ? undefined : runs.get(request)?.task;
 }
 
+/**
+ * The bounds on a `node:http` server's connections, so slow or hostile clients cannot hold it
+ * down (the same as the Rust host's and the Python server's; defaults in `DEFAULT_SERVE_LIMITS`,
+ * from core).
+ */
+export interface ServeLimits {
+  /** How long a request header may take to arrive (default 10 s): `headersTimeout`. */
+  headerReadTimeoutMs: number;
+  /** How long its body may take after it (default 30 s): `requestTimeout` is the two together. */
+  bodyReadTimeoutMs: number;
+  /** How long a connection may stay open between requests (default 60 s): `keepAliveTimeout`. */
+  idleTimeoutMs: number;
+  /** The most connections open at once (default: the descriptor limit less a reserve). At the
+   * cap the oldest connection that completed no request is closed to make room, so a legitimate
+   * request is served during a flood (`maxConnections` would refuse the new one instead). */
+  maxConnections: number;
+  /** The largest request header section (default 64 KiB): `maxHeaderSize`, set only when the
+   * server is created (`nodeServer()`). */
+  maxHeaderBytes: number;
+}
+
+/** Core's default `ServeLimits` for this process. */
+export const DEFAULT_SERVE_LIMITS: Readonly<ServeLimits> = Object.freeze(
+  JSON.parse((native as typeof NativeModule).serveLimits()) as ServeLimits,
+);
+
+/**
+ * A `node:http` server for `node` (a `TasksHandler.node`) with `limits` (core's defaults for
+ * what is left out): header, body and idle timeouts, a header size limit, a connection cap that
+ * sheds, and the table's JSON-RPC answer (408, 431, 400) where `node:http` refuses a request
+ * before it reaches core, sent before a lingering close so the client reads it instead of a reset.
+ */
+export function createNodeServer(
+  node: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
+  limits: Partial<ServeLimits> = {},
+): HttpServer {
+  const l = { ...DEFAULT_SERVE_LIMITS, ...limits };
+  const server = createServer(
+    {
+      maxHeaderSize: l.maxHeaderBytes,
+      // How often node:http looks for late headers and bodies (its default, 30 s, would let a
+      // half-sent header live up to 40 s).
+      connectionsCheckingInterval: Math.max(100, Math.min(1_000, l.headerReadTimeoutMs)),
+    },
+    (req, res) => void node(req, res),
+  );
+  protectNodeServer(server, l);
+  return server;
+}
+
+/** The connections of a protected server, oldest first, with whether each has had a request
+ * and is serving one. */
+type Tracked = Map<Socket, { requested: boolean; busy: boolean }>;
+
+/**
+ * Applies `limits` to a `node:http` server made elsewhere (Express's `app.listen`, your own
+ * `createServer`): the timeouts, the shedding cap and core's answers to what `node:http` refuses.
+ * `maxHeaderBytes` can only be set when a server is created: use `createNodeServer`, or pass
+ * `maxHeaderSize` yourself.
+ */
+export function protectNodeServer(server: HttpServer, limits: Partial<ServeLimits> = {}): void {
+  const l = { ...DEFAULT_SERVE_LIMITS, ...limits };
+  server.headersTimeout = l.headerReadTimeoutMs;
+  server.requestTimeout = l.headerReadTimeoutMs + l.bodyReadTimeoutMs;
+  server.keepAliveTimeout = l.idleTimeoutMs;
+  const limitsJson = JSON.stringify(l);
+  const open: Tracked = new Map();
+  server.on("connection", (socket: Socket) => {
+    if (open.size >= l.maxConnections && !shedOne(open)) {
+      socket.destroy(); // every connection is serving a request: this one waits its turn elsewhere
+      return;
+    }
+    open.set(socket, { requested: false, busy: false });
+    socket.once("close", () => open.delete(socket));
+  });
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const entry = open.get(req.socket);
+    if (entry !== undefined) {
+      entry.requested = entry.busy = true;
+      res.once("close", () => (entry.busy = false));
+    }
+  });
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
+    const kind =
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? "headers_too_large"
+        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? open.get(socket)?.busy
+            ? "body_timeout"
+            : "header_timeout"
+          : error.code === "ECONNRESET" || error.code === "EPIPE"
+            ? null
+            : "malformed";
+    if (kind === null || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const reply = (native as typeof NativeModule).refusalReply(kind, limitsJson);
+    const reason = { 400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large" }[reply.status];
+    socket.end(
+      `HTTP/1.1 ${reply.status} ${reason ?? ""}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(reply.body)}\r\nconnection: close\r\n\r\n${reply.body}`,
+    );
+    // A lingering close: what the client still sends is read and dropped for a moment (not fed
+    // to the failed parser, which would close at once), so its kernel does not answer our close
+    // with a reset that loses the reply.
+    socket.removeAllListeners("data");
+    socket.on("data", () => {});
+    socket.resume();
+    setTimeout(() => socket.destroy(), 2_000).unref();
+  });
+}
+
+/** Closes the oldest connection that has had no request and is not serving one (a flood's
+ * half-sent header), else the oldest idle one; false when every connection is serving. */
+function shedOne(open: Tracked): boolean {
+  let idle: Socket | undefined;
+  for (const [socket, entry] of open) {
+    if (!entry.requested && !entry.busy) {
+      open.delete(socket);
+      socket.destroy();
+      return true;
+    }
+    if (!entry.busy && idle === undefined) {
+      idle = socket;
+    }
+  }
+  if (idle !== undefined) {
+    open.delete(idle);
+    idle.destroy();
+    return true;
+  }
+  return false;
+}
+
 /** What `TasksServer.handler` returns: the SDK handler's faces, in front of core. */
 export interface TasksHandler {
   /** The web-standard face (`Request` -> `Response`): Hono's `c.req.raw`, Bun, Deno, Workers
@@ -204,6 +340,9 @@ export interface TasksHandler {
   /** The `node:http` / Express face: `http.createServer(handler.node)`, `app.post("/mcp",
    * handler.node)`. An Express `req.auth` (`AuthInfo`) is used as the auth info. */
   node(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** A `node:http` server for `node`, with core's bounds on its connections (`createNodeServer`):
+   * `handler.nodeServer().listen(8080)`. */
+  nodeServer(limits?: Partial<ServeLimits>): HttpServer;
   /** Stops the handler: in-flight SDK exchanges are aborted. Running tasks keep running. */
   close(): Promise<void>;
   /** The SDK handler (its `notify` and `bus` serve listens that name no tasks). */
@@ -360,7 +499,8 @@ export class TasksServer {
       return "reply" in answer ? toResponse(answer.reply) : answer.response;
     };
     const node = (req: IncomingMessage, res: ServerResponse): Promise<void> => this.#serveNode(sdk, req, res);
-    return { fetch, node, close: () => sdk.close(), sdk };
+    const nodeServer = (limits?: Partial<ServeLimits>): HttpServer => createNodeServer(node, limits);
+    return { fetch, node, nodeServer, close: () => sdk.close(), sdk };
   }
 
   /** Waits for the tools still running in this process (tests, graceful shutdown). */

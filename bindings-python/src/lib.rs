@@ -203,6 +203,33 @@ fn admin_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.detach(|| mcp_tasks_cli::run(argv))
 }
 
+/// Core's default bounds on HTTP connections, as a dict (`headerReadTimeoutMs`,
+/// `bodyReadTimeoutMs`, `idleTimeoutMs`, `maxConnections` from this process's descriptor limit,
+/// `maxHeaderBytes`): what `mcp_tasks.serve` sets on uvicorn.
+#[pyfunction]
+fn serve_limits(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    pythonize::pythonize(py, &mcp_tasks::limits::ServeLimits::default().to_json()).map_err(PyErr::from)
+}
+
+/// The answer to a connection the HTTP server refused before any request reached core (`kind`:
+/// `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`) under `limits` (a dict
+/// as `serve_limits()` gives it): `(status, JSON-RPC error body)` from the table.
+#[pyfunction]
+fn refusal_reply(kind: &str, limits: &Bound<'_, PyAny>) -> PyResult<(u16, Vec<u8>)> {
+    use mcp_tasks::limits::{Refusal, ServeLimits};
+    let refusal = match kind {
+        "header_timeout" => Refusal::HeaderTimeout,
+        "body_timeout" => Refusal::BodyTimeout,
+        "headers_too_large" => Refusal::HeadersTooLarge,
+        "malformed" => Refusal::Malformed,
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!("refusal {other:?} is not one core knows")));
+        }
+    };
+    let (status, body) = refusal.reply(&ServeLimits::from_json(&from_py("limits", limits)?));
+    Ok((status, body.into_bytes()))
+}
+
 /// The native module. `gil_used = false`: no Rust state here needs the GIL.
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -217,6 +244,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::outcome_result, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;
     m.add_function(wrap_pyfunction!(admin_main, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_limits, m)?)?;
+    m.add_function(wrap_pyfunction!(refusal_reply, m)?)?;
     m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
     m.add("ERROR_TABLE", error::error_table(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

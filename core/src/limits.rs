@@ -70,6 +70,26 @@ impl ServeLimits {
     }
 }
 
+impl ServeLimits {
+    /// The limits [`ServeLimits::to_json`] wrote (a binding's options object in the same
+    /// shape); an absent or unreadable field takes its default, and an absent `maxConnections`
+    /// the default cap.
+    pub fn from_json(value: &serde_json::Value) -> Self {
+        let defaults = Self::default();
+        let ms = |field: &str, default: Duration| value[field].as_u64().map_or(default, Duration::from_millis);
+        Self {
+            header_read_timeout: ms("headerReadTimeoutMs", defaults.header_read_timeout),
+            body_read_timeout: ms("bodyReadTimeoutMs", defaults.body_read_timeout),
+            idle_timeout: ms("idleTimeoutMs", defaults.idle_timeout),
+            max_connections: value["maxConnections"].as_u64().and_then(|n| usize::try_from(n).ok()),
+            max_header_bytes: value["maxHeaderBytes"]
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(defaults.max_header_bytes),
+        }
+    }
+}
+
 /// Why an HTTP server refused a connection's request before any request reached the
 /// dispatcher, as the Python and TypeScript servers' HTTP layers report it.
 #[non_exhaustive]

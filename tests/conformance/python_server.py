@@ -12,13 +12,13 @@ import hashlib
 import sys
 from typing import Any
 
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel
 
 from mcp_tasks import TaskConfig, TasksExtension
+from mcp_tasks.serving import serve
 
 
 class Confirm(BaseModel):
@@ -132,7 +132,8 @@ def main() -> None:
     port = int(sys.argv[1])
     app = build(store).streamable_http_app(stateless_http=True, json_response=True)
     print(f"listening on http://127.0.0.1:{port}/mcp", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    # What users get from mcp_tasks.serve: uvicorn with core's bounds on connections.
+    serve(app, "127.0.0.1", port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,10 @@ def free_port() -> int:
 
 
 def build(kind: str) -> None:
-    """Builds what `start(kind)` runs: the Rust host in release (as deployed)."""
-    if kind == "rust":
+    """Builds what `start(kind)` runs: the Rust host in release (as deployed), unless
+    $MCP_TASKS_FIXTURE_SERVER names a fixture-server binary to run instead (CI's smokes run
+    the debug one `cargo test` built)."""
+    if kind == "rust" and "MCP_TASKS_FIXTURE_SERVER" not in os.environ:
         subprocess.run(
             ["cargo", "build", "--release", "--quiet", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server"],
             cwd=ROOT,
@@ -44,7 +46,8 @@ def build(kind: str) -> None:
 
 def command(kind: str, port: int, store: str) -> list[str]:
     if kind == "rust":
-        return [str(ROOT / "target/release/fixture-server"), str(port), "--store", store]
+        binary = os.environ.get("MCP_TASKS_FIXTURE_SERVER", str(ROOT / "target/release/fixture-server"))
+        return [binary, str(port), "--store", store]
     if kind == "python":
         python = os.environ.get("MCP_TASKS_PYTHON", str(ROOT / ".tools/venv/bin/python"))
         return [python, str(ROOT / "tests/conformance/python_server.py"), str(port), store]

@@ -126,16 +126,15 @@ impl<'a> Headers<'a> {
     }
 
     /// `None` when the client accepts `text/event-stream` (no `Accept` header, or one naming
-    /// it, `text/*` or `*/*`), else what it accepts instead.
+    /// it, `text/*` or `*/*`), else what it accepts instead. Of repeated `Accept` headers the
+    /// first decides: Starlette, under mcp, reads only that one, and every server must agree.
     fn unless_sse(&self) -> Option<String> {
-        let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("accept")).map(|(_, v)| *v).peekable();
-        values.peek()?;
-        let accepted: Vec<&str> = values.collect();
-        let sse = accepted.iter().flat_map(|v| v.split(',')).any(|range| {
+        let (_, accepted) = self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case("accept"))?;
+        let sse = accepted.split(',').any(|range| {
             let essence = range.split(';').next().unwrap_or_default().trim();
             ["text/event-stream", "text/*", "*/*"].iter().any(|ok| essence.eq_ignore_ascii_case(ok))
         });
-        (!sse).then(|| format!("it accepts {:?}", accepted.join(", ")))
+        (!sse).then(|| format!("it accepts {accepted:?}"))
     }
 
     /// True when the client accepts SSE but not JSON: its replies then go as a one-event stream.
