@@ -88,38 +88,25 @@ pub fn validate(
     meta_version: &str,
     headers: StandardHeaders<'_>,
 ) -> Result<(), ProtocolError> {
-    let mismatch = |header: &str, what: &str, missing: bool| {
+    let name = name_source(method, params)
+        .and_then(|(field, expected)| Some((format!("the request body's '{field}' parameter"), expected?)));
+    let rules = [
+        Some((
+            "mcp-protocol-version",
+            headers.protocol_version,
+            "the request envelope's protocol version".to_owned(),
+            meta_version,
+        )),
+        Some(("mcp-method", headers.method, "the request body's method".to_owned(), method)),
+        name.map(|(what, expected)| ("mcp-name", headers.name, what, expected)),
+    ];
+    for (header, value, what, expected) in rules.into_iter().flatten() {
         // mcp 2.3.0 says "does not match" for both; a missing header is told apart.
-        ProtocolError::HeaderMismatch(if missing {
-            format!("{header} header is missing: it must carry {what}")
-        } else {
-            format!("{header} header does not match {what}")
-        })
-    };
-    let version = "the request envelope's protocol version";
-    match headers.protocol_version {
-        None => return Err(mismatch("mcp-protocol-version", version, true)),
-        Some(value) if decode_named("mcp-protocol-version", value)? != meta_version => {
-            return Err(mismatch("mcp-protocol-version", version, false));
-        }
-        Some(_) => {}
-    }
-    let body_method = "the request body's method";
-    match headers.method {
-        None => return Err(mismatch("mcp-method", body_method, true)),
-        Some(value) if decode_named("mcp-method", value)? != method => {
-            return Err(mismatch("mcp-method", body_method, false));
-        }
-        Some(_) => {}
-    }
-    if let Some((field, Some(expected))) = name_source(method, params) {
-        let parameter = format!("the request body's '{field}' parameter");
-        match headers.name {
-            None => return Err(mismatch("mcp-name", &parameter, true)),
-            Some(value) if decode_named("mcp-name", value)? != expected => {
-                return Err(mismatch("mcp-name", &parameter, false));
-            }
-            Some(_) => {}
+        let Some(value) = value else {
+            return Err(ProtocolError::HeaderMismatch(format!("{header} header is missing: it must carry {what}")));
+        };
+        if decode_named(header, value)? != expected {
+            return Err(ProtocolError::HeaderMismatch(format!("{header} header does not match {what}")));
         }
     }
     Ok(())
