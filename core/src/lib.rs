@@ -23,6 +23,8 @@
 //! - [`metrics`]: an engine's Prometheus metrics and the fields of its `tracing` events.
 //! - [`clock`]: where time and ids come from.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "sqlite")]
 pub mod admin;
 #[cfg(feature = "client")]

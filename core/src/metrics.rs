@@ -27,7 +27,7 @@ use sha2::Digest as _;
 
 use crate::protocol::{TaskRecord, TaskStatus};
 
-/// The content type of [`Metrics::render`]'s text, for an HTTP answer.
+/// The content type of [`Engine::metrics_text`](crate::Engine::metrics_text)'s text, for an HTTP answer.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -16,6 +16,8 @@
 //! Exit status: 0 done; 1 an error (printed to stderr) or no such task; 2 bad usage; 3 a cancel
 //! or purge queued for a live host that had not applied it when the wait ended.
 
+#![warn(missing_docs)]
+
 use std::ffi::OsString;
 use std::io::Write;
 use std::time::Duration;

@@ -6,6 +6,8 @@
 //! serde, hashing, base64 and date formatting only); `mcp-tasks` re-exports it as
 //! `mcp_tasks::protocol`.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod error;
 pub mod headers;
