@@ -1,5 +1,5 @@
 // Memory per in-flight tool call of TypeScript servers, side by side in one run (a benchmark,
-// not a test; the README's Reliability section quotes it):
+// not a test; docs/BENCHMARKS.md quotes it):
 //
 //   bindings-node/bench/memory [--calls 3000] [--rounds 3]
 //

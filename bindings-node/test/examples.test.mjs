@@ -1,8 +1,9 @@
-// The README's examples run against each other as written: the Rust serve example, then the Rust,
+// The examples of the README and docs/ run against each other as written: the Rust serve example, then the Rust,
 // Python and Node client examples against it (all three at once), each with the same MCP_TOKEN,
 // each in its own scratch directory with its own task-reference store. A request without a token
 // is refused (401), as the serve example says. Then the same three clients against the
-// TypeScript server example (examples/server.ts, an McpServer with mcp-tasks/server).
+// TypeScript server example (examples/server.ts, an McpServer with mcp-tasks/server) and the Python
+// one (bindings-python/examples/server.py, an MCPServer with TasksExtension).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -70,6 +71,28 @@ test("the TypeScript server example serves the Rust, Python and Node client exam
   const serve = await startServe(process.execPath, ["--experimental-strip-types", "--no-warnings", script, String(await freePort())]);
   after(() => serve.stop());
   await runClients(serve.url, "ts-server");
+});
+
+test("the Python server example serves the Rust, Python and Node client examples", async (t) => {
+  assert.ok(existsSync(join(examples, "client")), "no client example binary: run cargo build -p mcp-tasks --examples first");
+  if (!existsSync(python)) return t.skip("no Python with mcp-tasks installed");
+  const port = await freePort();
+  const dir = mkdtempSync(join(scratch, "python-server-")); // its tasks.db
+  const child = spawn(python, [join(ROOT, "bindings-python", "examples", "server.py"), String(port)], { cwd: dir, stdio: "inherit" });
+  after(() => child.kill("SIGKILL"));
+  const url = `http://127.0.0.1:${port}/mcp`;
+  // uvicorn prints its address to stderr once bound: wait for the port to answer instead (at most 30 s).
+  for (let i = 0; ; i++) {
+    assert.equal(child.exitCode, null, "the Python server example exited");
+    const answered = await fetch(url, { method: "POST", body: "{}", headers: { "content-type": "application/json" } }).then(
+      () => true,
+      () => false,
+    );
+    if (answered) break;
+    assert.ok(i < 300, "the Python server example did not answer within 30 s");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  await runClients(url, "python-server");
 });
 
 test("the stdio client examples start the serve example as their child", async (t) => {

@@ -8,7 +8,7 @@
 // warm-up rounds are done and again after the measured rounds. Then it starts IN_FLIGHT `wait`
 // tasks and reads the heap with them all running. It prints one JSON line (bytes):
 // {"tasks", "before", "after", "perTask", "inFlight", "perInFlightTask"}. test/leak.test.mjs
-// runs it; the README's Reliability section quotes it.
+// runs it; docs/BENCHMARKS.md quotes it.
 import http from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

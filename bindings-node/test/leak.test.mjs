@@ -20,6 +20,6 @@ test("finished tasks do not grow the heap (completed, tool error, failed, cancel
   // A task's record or its run kept alive would be a kilobyte or more each; a collection's
   // leftovers measured within ±10 B per task over this many.
   assert.ok(measured.perTask < 256, `the heap grew by ${measured.perTask.toFixed(1)} B per finished task: ${output}`);
-  // The in-flight reading is a figure (the README's), not a check; it must at least be a reading.
+  // The in-flight reading is a figure (docs/BENCHMARKS.md's), not a check; it must at least be a reading.
   assert.ok(measured.perInFlightTask > 0, output);
 });

@@ -455,8 +455,8 @@ export class TasksServer {
   }
 
   /** The engine's metrics in the Prometheus exposition format (OpenMetrics text): answer a
-   * scrape with it and `METRICS_CONTENT_TYPE`. The metric names are core's (README, "Metrics
-   * and traces"). */
+   * scrape with it and `METRICS_CONTENT_TYPE`. The metric names are core's (docs/operating.md,
+   * "Metrics and traces"). */
   metrics(): string {
     return this.#native.metrics();
   }

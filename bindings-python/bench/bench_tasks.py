@@ -106,7 +106,7 @@ def ours_server(store: str) -> Any:
 
     tasks = TasksExtension(store, tools={"work": "optional"})
     server = MCPServer("bench", extensions=[tasks])
-    tasks.install(server)  # as the README sets it up: core routes the extension's traffic first
+    tasks.install(server)  # as docs/python.md sets it up: core routes the extension's traffic first
     add_work_tool(server)
     return server
 

@@ -14,7 +14,7 @@ in flight when memory is read:
 It prints the RSS per call in flight (after ``gc.collect()``), then, from another run of ``task``
 under ``tracemalloc``, where a task's Python allocations go, grouped by the innermost frame of a
 known component (the allocations of a pydantic model the SDK builds count as pydantic's). The
-README's Reliability section quotes this output.
+docs/BENCHMARKS.md quotes this output.
 """
 
 from __future__ import annotations

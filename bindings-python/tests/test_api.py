@@ -46,9 +46,3 @@ def test_functions_and_errors() -> None:
             assert callable(getattr(mcp_tasks, name, None)), name
     assert sorted(errors.__all__) == sorted(MANIFEST["error_classes"])
     assert all(hasattr(mcp_tasks, name) for name in MANIFEST["error_classes"])
-
-
-def test_the_readme_quotes_the_python_client_example() -> None:
-    readme = (ROOT / "README.md").read_text()
-    example = (ROOT / "bindings-python/examples/client.py").read_text()
-    assert "```python\n" + example + "```" in readme

@@ -448,7 +448,7 @@ async fn a_panicking_tool_is_a_server_fault_not_a_dropped_connection() {
     assert!(matches!(client.call_tool("echo", json!({})).await.unwrap(), Execution::Immediate(_)));
     // A synchronous tool's own error goes out with HTTP 200, as mcp and @modelcontextprotocol/server
     // send every handler error (tests/hostile/requests.json has the same case for all three
-    // servers); 500 is for faults of the server itself (a store failure), README "Errors".
+    // servers); 500 is for faults of the server itself (a store failure), docs/errors.md.
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": {}});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",

@@ -1,6 +1,6 @@
 //! Guards the layering: the protocol crate (`core/protocol`) depends on nothing that does IO,
-//! spawns or reads a clock, and its code calls none of it; the README's error table is the
-//! code's `ERROR_TABLE`; the repository stands alone.
+//! spawns or reads a clock, and its code calls none of it; the error tables of docs/errors.md are
+//! the code's `ERROR_TABLE` and `ERROR_CLASSES`; the repository stands alone.
 
 use std::path::Path;
 
@@ -58,28 +58,18 @@ fn protocol_crate_is_sans_io() {
     assert!(checked >= 8, "expected the protocol modules in {}", dir.display());
 }
 
+/// The error tables of docs/errors.md, read once.
+fn errors_doc() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md")).unwrap()
+}
+
 #[test]
-fn readme_error_table_is_the_code_table() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+fn the_documented_error_table_is_the_code_table() {
+    let doc = errors_doc();
     for row in mcp_tasks::protocol::ERROR_TABLE {
         let line = format!("| {} | {} | {} |", row.code, row.http_status, row.when);
-        assert!(readme.contains(&line), "README.md lacks the error-table row:\n{line}");
+        assert!(doc.contains(&line), "docs/errors.md lacks the error-table row:\n{line}");
     }
-}
-
-/// Asserts the README quotes `examples/{file}` from the line starting with `first_line` on.
-fn assert_readme_quotes_example(file: &str, first_line: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
-    let example = std::fs::read_to_string(root.join("examples").join(file)).unwrap();
-    let body = &example[example.find(first_line).unwrap()..];
-    assert!(readme.contains(body), "README.md's copy of core/examples/{file} differs from the file");
-}
-
-#[test]
-fn readme_examples_are_the_compiled_examples() {
-    assert_readme_quotes_example("serve.rs", "use std::sync::Arc;");
-    assert_readme_quotes_example("client.rs", "use futures::StreamExt;");
 }
 
 /// The one line allowed to name a sibling folder: `.ci/run` defaults the vendored crates of the
@@ -126,12 +116,12 @@ fn repository_stands_alone() {
 }
 
 #[test]
-fn readme_error_class_table_is_the_code_table() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+fn the_documented_error_class_table_is_the_code_table() {
+    let doc = errors_doc();
     for class in mcp_tasks::protocol::ERROR_CLASSES {
         let parent = class.parent.map_or("–".to_owned(), |p| format!("`{p}`"));
         let code = class.code.map_or("–".to_owned(), |c| c.to_string());
         let line = format!("| `{}` | {parent} | {code} | {} |", class.name, class.doc);
-        assert!(readme.contains(&line), "README.md lacks the error-class row:\n{line}");
+        assert!(doc.contains(&line), "docs/errors.md lacks the error-class row:\n{line}");
     }
 }

@@ -17,7 +17,7 @@ fail; after the flood it stops the workers and sends five more probes (recovery)
 Prints, per server: probes sent and failed, the half-sent connections opened and the share the
 server closed, connect errors, the server's open descriptors at the peak, and whether it served
 after the flood. Not part of CI (`--smoke`, which CI runs, holds 400 connections for 14 s and
-fails unless every target holds); the README's Reliability section quotes its output. The issue's target: with the descriptor limit at
+fails unless every target holds); docs/reliability.md quotes its output. The issue's target: with the descriptor limit at
 20,000 and 21,000 connections for 70 s, at most 2 probes fail, at least 90% of the half-sent
 connections are closed by the server, and the server serves normally afterwards.
 """

@@ -15,7 +15,7 @@ client received:
     tests/reliability/kill9.py rust|python|node [--trials 20] [--seed N]
 
 Prints one line per trial and a total; exits 1 if any task was lost or stuck. Not part of CI
-(a minute or more per server); the README's Reliability section quotes its output.
+(a minute or more per server); docs/reliability.md quotes its output.
 """
 
 from __future__ import annotations

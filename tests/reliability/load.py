@@ -15,7 +15,7 @@ are created it reads the RSS again, and once every task has completed, a third t
 
     tests/reliability/load.py rust|python|node [--tasks 10000] [--pollers 100] [--sleep SECONDS]
 
-Not part of CI (a few minutes per server); the README's Reliability section quotes its output.
+Not part of CI (a few minutes per server); docs/BENCHMARKS.md quotes its output.
 """
 
 from __future__ import annotations

@@ -99,8 +99,8 @@ pub struct ErrorRow {
     pub when: &'static str,
 }
 
-/// Every error this crate returns, with its JSON-RPC code and HTTP status. The README's error
-/// table is checked against this one in tests.
+/// Every error this crate returns, with its JSON-RPC code and HTTP status. The error table of
+/// docs/errors.md is checked against this one in tests.
 pub const ERROR_TABLE: &[ErrorRow] = &[
     ErrorRow { kind: ErrorKind::Parse, code: -32700, http_status: 400, when: "the body is not valid JSON" },
     ErrorRow {
