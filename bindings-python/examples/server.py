@@ -1,4 +1,4 @@
-"""A tasks server on mcp's MCPServer: ``python server.py [PORT]`` (default 8000), then run a client
+"""A tasks server on mcp's MCPServer: ``python server.py [PORT]`` (default 8080), then run a client
 example (Rust, Python or Node) against ``http://127.0.0.1:PORT/mcp``."""
 
 import asyncio
@@ -32,4 +32,4 @@ app = server.streamable_http_app(stateless_http=True)
 
 if __name__ == "__main__":
     # uvicorn with core's bounds on connections: header, body and idle timeouts, a cap that sheds.
-    serve(app, "127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 8000)
+    serve(app, "127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 8080)
