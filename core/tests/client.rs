@@ -314,6 +314,30 @@ async fn resumes_after_a_killed_client_exactly_once() {
     assert!(again.resume_all().await.unwrap().is_empty());
 }
 
+/// A client following tasks without end keeps a bounded store: each delivered outcome's reference
+/// is deleted, from memory and from the SQLite file, and taking the result again still works.
+#[tokio::test]
+async fn a_delivered_outcome_leaves_nothing_in_the_store() {
+    use mcp_tasks::client::{ClientStore, MemoryClientStore};
+    let url = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite: Arc<dyn ClientStore> = Arc::new(SqliteClientStore::open(dir.path().join("refs.db")).unwrap());
+    let memory: Arc<dyn ClientStore> = Arc::new(MemoryClientStore::new());
+    for store in [sqlite, memory] {
+        let client = Client::http(&url).config(polling_only()).store(Arc::clone(&store)).build().unwrap();
+        for _ in 0..3 {
+            let execution = task(client.call_tool("slow", json!({"ms": 10})).await.unwrap());
+            let id = execution.task_id().to_owned();
+            assert!(store.get(&url, &id).await.unwrap().is_some(), "a followed task is persisted");
+            assert_eq!(text(&execution.result().await.unwrap()), "slept 10 ms");
+            assert_eq!(store.get(&url, &id).await.unwrap(), None, "a delivered outcome is forgotten");
+            assert_eq!(text(&execution.result().await.unwrap()), "slept 10 ms", "and can be taken again");
+        }
+        assert!(store.pending(&url).await.unwrap().is_empty());
+        assert!(client.resume_all().await.unwrap().is_empty());
+    }
+}
+
 #[tokio::test]
 async fn poll_floor_applies_to_tiny_intervals() {
     let config = ClientConfig { driver: DriverConfig { default_poll_ms: 1_000, min_poll_ms: 200 }, ..polling_only() };

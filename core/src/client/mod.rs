@@ -664,18 +664,13 @@ impl TaskExecution {
         outcome.ok_or(ClientError::Detached)
     }
 
-    /// Waits for the outcome and marks it delivered, so [`Client::resume_all`] does not hand it
-    /// out again.
+    /// Waits for the outcome and marks it delivered: the store forgets the task's reference
+    /// ([`ClientStore::forget`]), so [`Client::resume_all`] does not hand it out again.
     pub async fn result(&self) -> Result<Outcome, ClientError> {
         let outcome = self.finished().await?;
-        let endpoint = self.inner.transport.endpoint();
-        if let Some(mut reference) = self.inner.store.get(endpoint, &self.task_id).await?
-            && !reference.delivered
-        {
-            reference.delivered = true;
-            reference.outcome = Some(outcome.clone());
-            self.inner.store.save(&reference).await?;
-        }
+        // The driver saved the reference with its outcome before it sent the outcome here, so
+        // nothing writes the reference again after it is forgotten.
+        self.inner.store.forget(self.inner.transport.endpoint(), &self.task_id, &outcome).await?;
         Ok(outcome)
     }
 

@@ -27,7 +27,8 @@ pub struct TaskReference {
     pub state: DriverState,
     /// The outcome, once known.
     pub outcome: Option<Outcome>,
-    /// True once the outcome was handed to the application.
+    /// True once the outcome was handed to the application (only a store that keeps delivered
+    /// references, through [`ClientStore::forget`]'s default, ever holds one).
     pub delivered: bool,
 }
 
@@ -40,6 +41,20 @@ pub trait ClientStore: Send + Sync + 'static {
     async fn pending(&self, endpoint: &str) -> Result<Vec<TaskReference>, ClientError>;
     /// Reads one reference.
     async fn get(&self, endpoint: &str, task_id: &str) -> Result<Option<TaskReference>, ClientError>;
+    /// The outcome of `task_id` was handed to the application: nothing of the reference is needed
+    /// again, and [`ClientStore::pending`] must not return it. The built-in stores delete it, so a
+    /// client that follows tasks without end keeps a bounded store; this default, for stores
+    /// written before the method existed, keeps the reference and marks it delivered.
+    async fn forget(&self, endpoint: &str, task_id: &str, outcome: &Outcome) -> Result<(), ClientError> {
+        if let Some(mut reference) = self.get(endpoint, task_id).await?
+            && !reference.delivered
+        {
+            reference.delivered = true;
+            reference.outcome = Some(outcome.clone());
+            self.save(&reference).await?;
+        }
+        Ok(())
+    }
 }
 
 /// References in memory (lost on restart).
@@ -68,6 +83,11 @@ impl ClientStore for MemoryClientStore {
 
     async fn get(&self, endpoint: &str, task_id: &str) -> Result<Option<TaskReference>, ClientError> {
         Ok(self.refs.lock().get(&(endpoint.to_owned(), task_id.to_owned())).cloned())
+    }
+
+    async fn forget(&self, endpoint: &str, task_id: &str, _outcome: &Outcome) -> Result<(), ClientError> {
+        self.refs.lock().remove(&(endpoint.to_owned(), task_id.to_owned()));
+        Ok(())
     }
 }
 
@@ -148,5 +168,16 @@ impl ClientStore for SqliteClientStore {
         )
         .map_err(store_error)?;
         body.map(|b| serde_json::from_slice(&b).map_err(store_error)).transpose()
+    }
+
+    async fn forget(&self, endpoint: &str, task_id: &str, _outcome: &Outcome) -> Result<(), ClientError> {
+        // The row goes: its pages are reused by the next references, so the file stops growing at
+        // the size the most tasks followed at once needed.
+        self.conn
+            .lock()
+            .prepare_cached("DELETE FROM task_refs WHERE endpoint = ?1 AND task_id = ?2")
+            .and_then(|mut stmt| stmt.execute(rusqlite::params![endpoint, task_id]))
+            .map_err(store_error)?;
+        Ok(())
     }
 }
