@@ -164,7 +164,25 @@ async fn notifications_finish_it_despite_a_huge_poll_interval() {
     // The server suggests polling every 60 s; only the listen stream can finish it sooner.
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     assert_eq!(transport.listens.load(Ordering::SeqCst), 1);
-    assert!(!transport.methods.lock().iter().any(|m| m == "tasks/get"), "no poll was due");
+    let gets = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
+    assert_eq!(gets, 1, "one read right after the creation, then no poll was due");
+}
+
+/// A task that is finished by the time the client first reads it costs a create and that one
+/// read: no listen stream is opened for it.
+#[tokio::test]
+async fn a_quick_task_costs_a_create_and_one_read() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).memory_store().build().unwrap();
+    // The tool returns at once, and its server suggests polling every 60 s: the one read finds it
+    // finished (or, if the completion is still being written, the listen opened after the read
+    // finishes it), never a second poll.
+    let execution = task(client.call_tool("slow_hugepoll", json!({"ms": 0})).await.unwrap());
+    assert_eq!(text(&execution.result().await.unwrap()), "slept 0 ms");
+    let methods = transport.methods.lock().clone();
+    assert_eq!(methods.iter().filter(|m| *m == "tasks/get").count(), 1, "{methods:?}");
+    assert!(transport.listens.load(Ordering::SeqCst) <= 1);
 }
 
 #[tokio::test]

@@ -684,6 +684,15 @@ impl TaskDriver {
         Ok(())
     }
 
+    /// Makes the next poll due at `now_ms`, unless one is in flight: for a client that reads a
+    /// task once right after its creation, since a quick task may be finished already (and a
+    /// listen would then cost a stream for nothing). Later polls keep the server's interval.
+    pub fn poll_now(&mut self, now_ms: u64) {
+        if self.outcome.is_none() && !self.get_in_flight {
+            self.next_poll_ms = self.next_poll_ms.min(now_ms);
+        }
+    }
+
     /// The timer fired: queue a poll if one is due, or give up on an expired task.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         if self.outcome.is_some() {
@@ -825,6 +834,24 @@ mod tests {
             .is_err(),
             "completed needs result"
         );
+    }
+
+    #[test]
+    fn poll_now_moves_the_first_poll_and_then_the_interval_holds() {
+        let mut d = driver();
+        d.poll_now(T0 + 1);
+        assert_eq!(d.poll_timeout(), Some(T0 + 1));
+        d.handle_timeout(T0 + 1);
+        assert_eq!(d.poll_outgoing().unwrap().method(), "tasks/get");
+        d.poll_now(T0 + 2);
+        assert_eq!(d.poll_timeout(), Some(T0 + 60_000), "a get in flight is not doubled: only the expiry is due");
+        d.handle_timeout(T0 + 2);
+        assert_eq!(d.poll_outgoing(), None, "one get in flight at a time");
+        d.handle_get(T0 + 3, task("working", T0 + 2, json!({})));
+        assert_eq!(d.poll_timeout(), Some(T0 + 503), "then the server's interval");
+        d.handle_get(T0 + 4, task("completed", T0 + 4, json!({"result": {"content": []}})));
+        d.poll_now(T0 + 5);
+        assert_eq!(d.poll_timeout(), None, "finished: nothing more to poll");
     }
 
     #[test]

@@ -921,13 +921,10 @@ async fn drive(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut notifications = None;
-    // Ids the server did not accept (or no listen support at all) are simply polled.
-    if inner.config.notifications
-        && let Ok(Some(stream)) = inner.transport.listen(std::slice::from_ref(&reference.task_id)).await
-        && stream.accepted.contains(&reference.task_id)
-    {
-        notifications = Some(stream.updates);
-    }
+    // One read at once: a quick task is often finished already, and then it costs a create and
+    // a read, with no stream opened. A task still running gets its listen after that read.
+    driver.poll_now(inner.clock.now_ms());
+    let mut listen_tried = !inner.config.notifications;
     loop {
         driver.handle_timeout(inner.clock.now_ms());
         flush(&inner, &mut driver, false).await;
@@ -974,6 +971,15 @@ async fn drive(
         }
         if answered {
             continue;
+        }
+        if !listen_tried {
+            listen_tried = true;
+            // Ids the server did not accept (or no listen support at all) are simply polled.
+            if let Ok(Some(stream)) = inner.transport.listen(std::slice::from_ref(&reference.task_id)).await
+                && stream.accepted.contains(&reference.task_id)
+            {
+                notifications = Some(stream.updates);
+            }
         }
         let wait = driver.poll_timeout().map_or(u64::MAX, |at| at.saturating_sub(inner.clock.now_ms()));
         tokio::select! {
