@@ -102,6 +102,11 @@ struct Recording {
     inner: HttpTransport,
     methods: Mutex<Vec<String>>,
     listens: AtomicUsize,
+    /// The most task ids one listen asked for.
+    widest_listen: AtomicUsize,
+    /// Listen streams the client holds now, and the most it held at once.
+    open_listens: Arc<AtomicUsize>,
+    most_open_listens: Arc<AtomicUsize>,
 }
 
 #[async_trait]
@@ -113,7 +118,30 @@ impl Transport for Recording {
 
     async fn listen(&self, task_ids: &[String]) -> Result<Option<ListenStream>, ClientError> {
         self.listens.fetch_add(1, Ordering::SeqCst);
-        self.inner.listen(task_ids).await
+        self.widest_listen.fetch_max(task_ids.len(), Ordering::SeqCst);
+        let Some(mut stream) = self.inner.listen(task_ids).await? else { return Ok(None) };
+        // Counts the stream as open until it ends or the client drops it.
+        let (tx, updates) = tokio::sync::mpsc::channel(64);
+        let (open, most) = (Arc::clone(&self.open_listens), Arc::clone(&self.most_open_listens));
+        most.fetch_max(open.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+        let mut inner = std::mem::replace(&mut stream.updates, updates);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    update = inner.recv() => match update {
+                        Some(update) => {
+                            if tx.send(update).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                    () = tx.closed() => break,
+                }
+            }
+            open.fetch_sub(1, Ordering::SeqCst);
+        });
+        Ok(Some(stream))
     }
 
     fn endpoint(&self) -> &str {
@@ -126,6 +154,9 @@ fn recording(url: &str) -> Arc<Recording> {
         inner: HttpTransport::new(url),
         methods: Mutex::new(Vec::new()),
         listens: AtomicUsize::new(0),
+        widest_listen: AtomicUsize::new(0),
+        open_listens: Arc::default(),
+        most_open_listens: Arc::default(),
     })
 }
 
@@ -166,6 +197,36 @@ async fn notifications_finish_it_despite_a_huge_poll_interval() {
     assert_eq!(transport.listens.load(Ordering::SeqCst), 1);
     let gets = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
     assert_eq!(gets, 1, "one read right after the creation, then no poll was due");
+}
+
+/// Many tasks followed at once share a few listen streams: each stream filters many task ids,
+/// never more than `MAX_LISTEN_STREAMS` are open, and every task is still finished by its
+/// notification (its server suggests polling every 60 s).
+#[tokio::test]
+async fn many_tasks_share_a_bounded_number_of_listen_streams() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Arc::new(Client::with_transport(transport.clone()).memory_store().build().unwrap());
+    let started = Instant::now();
+    let calls: Vec<_> = (0..200)
+        .map(|_| {
+            let client = Arc::clone(&client);
+            tokio::spawn(async move {
+                let execution = task(client.call_tool("slow_hugepoll", json!({"ms": 300})).await.unwrap());
+                text(&execution.result().await.unwrap())
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), "slept 300 ms");
+    }
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    let (listens, widest) = (transport.listens.load(Ordering::SeqCst), transport.widest_listen.load(Ordering::SeqCst));
+    assert!(widest > 1 && listens < 200, "{listens} listens for 200 tasks, the widest of {widest} ids");
+    let most = transport.most_open_listens.load(Ordering::SeqCst);
+    assert!(most <= mcp_tasks::client::MAX_LISTEN_STREAMS, "{most} streams open at once");
+    let gets = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
+    assert_eq!(gets, 200, "one read each, right after its creation; notifications did the rest");
 }
 
 /// A task that is finished by the time the client first reads it costs a create and that one

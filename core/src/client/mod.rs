@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod listen;
 mod stdio;
 mod store;
 mod transport;
@@ -26,11 +27,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
 pub use crate::protocol::client::InputRequest;
+pub use listen::{MAX_LISTEN_STREAMS, MAX_TASKS_PER_LISTEN};
 pub use stdio::{StderrMode, StdioCommand, StdioTransport};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteClientStore;
 pub use store::{ClientStore, MemoryClientStore, TaskReference};
-pub use transport::{HttpTransport, ListenStream, Transport, envelope, header_value, response_result};
+pub use transport::{
+    HttpTransport, ListenStream, MAX_CONCURRENT_REQUESTS, Transport, envelope, header_value, response_result,
+};
 
 use crate::clock::{Clock, SystemClock};
 use crate::protocol::client::{
@@ -275,7 +279,9 @@ async fn ask(handler: &dyn InputHandler, request: InputRequest) -> Result<Option
 pub struct ClientConfig {
     /// Polling pace (default and floor).
     pub driver: DriverConfig,
-    /// Open a `subscriptions/listen` stream per task when the server offers one.
+    /// Follow tasks through `subscriptions/listen` when the server offers it: every task of
+    /// the client shares at most [`MAX_LISTEN_STREAMS`] streams, each of at most
+    /// [`MAX_TASKS_PER_LISTEN`] tasks.
     pub notifications: bool,
     /// The most MRTR rounds one `tools/call` may take.
     pub max_input_rounds: usize,
@@ -295,6 +301,8 @@ struct Inner {
     config: ClientConfig,
     /// Cancelled by [`Client::close`]: every driver stops, new calls are refused.
     closed: tokio_util::sync::CancellationToken,
+    /// The listen streams every task of this client shares.
+    listens: listen::ListenHub,
 }
 
 impl Inner {
@@ -550,6 +558,7 @@ impl ClientBuilder {
         };
         Ok(Client {
             inner: Arc::new(Inner {
+                listens: listen::ListenHub::new(Arc::clone(&transport)),
                 transport,
                 store,
                 clock: self.clock,
@@ -870,7 +879,13 @@ impl Client {
             commands,
         };
         if reference.outcome.is_none() {
-            tokio::spawn(drive(Arc::clone(&self.inner), driver, reference, state_tx, outcome_tx, rx));
+            let inner = Arc::clone(&self.inner);
+            tokio::spawn(async move {
+                let task_id = reference.task_id.clone();
+                drive(Arc::clone(&inner), driver, reference, state_tx, outcome_tx, rx).await;
+                // However it ended, its shared listen stream carries it no more.
+                inner.listens.unsubscribe(&task_id);
+            });
         }
         execution
     }
@@ -974,12 +989,9 @@ async fn drive(
         }
         if !listen_tried {
             listen_tried = true;
-            // Ids the server did not accept (or no listen support at all) are simply polled.
-            if let Ok(Some(stream)) = inner.transport.listen(std::slice::from_ref(&reference.task_id)).await
-                && stream.accepted.contains(&reference.task_id)
-            {
-                notifications = Some(stream.updates);
-            }
+            // A shared stream; an id the server does not accept (or no listen support at all)
+            // closes the channel, and the task is polled.
+            notifications = Some(inner.listens.subscribe(&reference.task_id));
         }
         let wait = driver.poll_timeout().map_or(u64::MAX, |at| at.saturating_sub(inner.clock.now_ms()));
         tokio::select! {

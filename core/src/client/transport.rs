@@ -75,19 +75,33 @@ pub struct HttpTransport {
     /// Set once the endpoint answered `subscriptions/listen` with -32601: it has no listen, so
     /// no later task opens one (every clone of this transport shares the answer).
     listen_unsupported: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Bounds the requests in flight (every clone shares it), and so the connections.
+    requests: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// The most requests one [`HttpTransport`] has in flight at once; more wait their turn. HTTP/1.1
+/// carries one request per connection, so without a bound every call of a burst (10,000 tasks
+/// started at once) would open a connection of its own and keep it in the pool. Listen streams
+/// are bounded apart ([`super::MAX_LISTEN_STREAMS`]).
+pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 impl HttpTransport {
     /// A transport for the endpoint at `url` (e.g. `http://127.0.0.1:8080/mcp`).
     pub fn new(url: impl Into<String>) -> Self {
+        // Idle connections beyond what the request bound can use would only hold descriptors.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(MAX_CONCURRENT_REQUESTS)
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
         Self {
-            http: reqwest::Client::new(),
+            http,
             url: url.into(),
             headers: HashMap::new(),
             capabilities: json!({"elicitation": {}}),
             client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
             next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
             listen_unsupported: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            requests: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
         }
     }
 
@@ -205,6 +219,8 @@ fn is_sse(response: &reqwest::Response) -> bool {
 #[async_trait]
 impl Transport for HttpTransport {
     async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        // Held until the answer is read: the connection is free for the next request only then.
+        let _turn = self.requests.acquire().await.map_err(ClientError::transport_from)?;
         let (id, request) = self.post(method, params);
         let response = request.send().await.map_err(ClientError::transport_from)?;
         let status = response.status().as_u16();
@@ -256,7 +272,16 @@ impl Transport for HttpTransport {
         };
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
-            while let Some(Ok(message)) = messages.next().await {
+            loop {
+                // Nobody listening any more (a shared stream replaced, a client closed) closes the
+                // stream at once, not at its next message.
+                let message = tokio::select! {
+                    message = messages.next() => match message {
+                        Some(Ok(message)) => message,
+                        _ => return,
+                    },
+                    () = tx.closed() => return,
+                };
                 if message["method"] == "notifications/tasks" {
                     let params = message.get("params").cloned().unwrap_or(Value::Null);
                     if tx.send(params).await.is_err() {
