@@ -212,6 +212,10 @@ pub fn input_handler_failed(task_id: &str, key: &str, cause: &str) -> RpcError {
     .with_data(serde_json::json!({"reason": INPUT_HANDLER_FAILED, "taskId": task_id, "key": key, "cause": cause}))
 }
 
+/// The longest a driver goes without polling while a listen stream reports on its task (or the
+/// server's interval, when that is longer): a check that the stream still delivers.
+pub const LISTENING_POLL_MS: u64 = 30_000;
+
 /// How the driver paces itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverConfig {
@@ -472,6 +476,8 @@ pub struct DriverState {
 #[derive(Debug)]
 pub struct TaskDriver {
     config: DriverConfig,
+    /// True while a live `subscriptions/listen` stream reports on the task.
+    listening: bool,
     state: DriverState,
     updated_ms: u64,
     expires_ms: Option<u64>,
@@ -509,6 +515,7 @@ impl TaskDriver {
             .and_then(|created| state.last.task.ttl_ms.map(|ttl| created.saturating_add(ttl)));
         let mut driver = Self {
             config,
+            listening: false,
             updated_ms,
             expires_ms,
             next_poll_ms: now_ms,
@@ -550,7 +557,25 @@ impl TaskDriver {
     }
 
     fn interval(&self) -> u64 {
-        self.state.last.task.poll_interval_ms.unwrap_or(self.config.default_poll_ms).max(self.config.min_poll_ms)
+        let interval =
+            self.state.last.task.poll_interval_ms.unwrap_or(self.config.default_poll_ms).max(self.config.min_poll_ms);
+        // Notifications carry every change while a stream reports on the task; a poll is then
+        // only a check that the stream still works.
+        if self.listening { interval.max(LISTENING_POLL_MS) } else { interval }
+    }
+
+    /// A `subscriptions/listen` stream now reports on the task (`true`: it accepted the task), or
+    /// no longer does (`false`: it ended or failed). While one does, the driver polls at most
+    /// every [`LISTENING_POLL_MS`]; once it stops, the server's interval is back from `now_ms`.
+    pub fn handle_listening(&mut self, now_ms: u64, listening: bool) {
+        if self.listening == listening {
+            return;
+        }
+        self.listening = listening;
+        if !self.get_in_flight && self.outcome.is_none() {
+            let due = now_ms.saturating_add(self.interval());
+            self.next_poll_ms = if listening { self.next_poll_ms.max(due) } else { self.next_poll_ms.min(due) };
+        }
     }
 
     /// A `tasks/get` result arrived (a `GetTaskResult`, already decoded).
@@ -852,6 +877,19 @@ mod tests {
         d.handle_get(T0 + 4, task("completed", T0 + 4, json!({"result": {"content": []}})));
         d.poll_now(T0 + 5);
         assert_eq!(d.poll_timeout(), None, "finished: nothing more to poll");
+    }
+
+    #[test]
+    fn a_listening_driver_polls_only_to_check_the_stream() {
+        let mut d = driver();
+        d.handle_listening(T0 + 10, true);
+        assert_eq!(d.poll_timeout(), Some(T0 + 10 + LISTENING_POLL_MS), "the server's 500 ms give way");
+        d.handle_notification(T0 + 20, task("working", T0 + 20, json!({"statusMessage": "half"})));
+        assert_eq!(d.poll_timeout(), Some(T0 + 20 + LISTENING_POLL_MS));
+        d.handle_listening(T0 + 30, false);
+        assert_eq!(d.poll_timeout(), Some(T0 + 530), "the stream ended: the server's interval again");
+        d.handle_listening(T0 + 40, false);
+        assert_eq!(d.poll_timeout(), Some(T0 + 530), "no change, no new deadline");
     }
 
     #[test]

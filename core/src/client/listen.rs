@@ -24,6 +24,15 @@ pub const MAX_LISTEN_STREAMS: usize = 16;
 /// The most task ids one listen stream filters.
 pub const MAX_TASKS_PER_LISTEN: usize = 1_024;
 
+/// What a subscribed task hears from its shared stream.
+#[derive(Debug)]
+pub(crate) enum Frame {
+    /// A stream accepted the task: from now on it reports every change.
+    Accepted,
+    /// The params of a `notifications/tasks` about the task.
+    Update(Value),
+}
+
 /// The listen streams of one client.
 pub(crate) struct ListenHub {
     shared: Arc<Shared>,
@@ -48,7 +57,7 @@ struct State {
 }
 
 struct Subscriber {
-    frames: mpsc::UnboundedSender<Value>,
+    frames: mpsc::UnboundedSender<Frame>,
     /// The stream that carries it; `None` while it waits.
     stream: Option<u64>,
 }
@@ -77,9 +86,10 @@ impl ListenHub {
         Self { shared: Arc::new(Shared { transport, state: Mutex::new(State::default()) }) }
     }
 
-    /// Follows `task_id` through a shared stream: its frames' params arrive on the channel, which
-    /// closes when no stream carries it (not accepted, or its stream ended): then poll.
-    pub(crate) fn subscribe(&self, task_id: &str) -> mpsc::UnboundedReceiver<Value> {
+    /// Follows `task_id` through a shared stream: [`Frame::Accepted`] once a stream carries it,
+    /// then its frames' params; the channel closes when no stream carries it (not accepted, or
+    /// its stream ended): then poll.
+    pub(crate) fn subscribe(&self, task_id: &str) -> mpsc::UnboundedReceiver<Frame> {
         let (frames, rx) = mpsc::unbounded_channel();
         let mut state = self.shared.state.lock();
         state.subscribers.insert(task_id.to_owned(), Subscriber { frames, stream: None });
@@ -135,6 +145,10 @@ async fn open_pending(shared: Arc<Shared>) {
                     let accepted = stream.accepted.contains(id);
                     match state.subscribers.get_mut(id) {
                         Some(s) if accepted => {
+                            // A task moved from a replaced stream was told already.
+                            if s.stream.is_none() {
+                                let _ = s.frames.send(Frame::Accepted);
+                            }
                             s.stream = Some(number);
                             carried.push(id.clone());
                         }
@@ -169,7 +183,7 @@ async fn pump(shared: Arc<Shared>, number: u64, mut updates: mpsc::Receiver<Valu
         let mut state = shared.state.lock();
         if let Some(s) = state.subscribers.get(&id)
             && s.stream == Some(number)
-            && s.frames.send(params).is_err()
+            && s.frames.send(Frame::Update(params)).is_err()
         {
             state.subscribers.remove(&id);
         }

@@ -997,14 +997,19 @@ async fn drive(
         tokio::select! {
             () = inner.closed.cancelled() => return, // the reference stays for resume_all
             () = tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))) => {}
-            update = async {
+            frame = async {
                 match notifications.as_mut() {
                     Some(rx) => rx.recv().await,
                     None => std::future::pending().await,
                 }
-            } => match update {
-                Some(params) => driver.handle_notification_params(inner.clock.now_ms(), params),
-                None => notifications = None, // the stream ended: poll from now on
+            } => match frame {
+                Some(listen::Frame::Accepted) => driver.handle_listening(inner.clock.now_ms(), true),
+                Some(listen::Frame::Update(params)) => driver.handle_notification_params(inner.clock.now_ms(), params),
+                None => {
+                    // No stream carries the task (any more): poll at the server's interval.
+                    notifications = None;
+                    driver.handle_listening(inner.clock.now_ms(), false);
+                }
             },
             command = commands.recv() => match command {
                 Some(Command::Answer(key, response, reply)) => {
