@@ -6,8 +6,6 @@ checkpoint per step."""
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 import httpx
 import pytest
@@ -15,15 +13,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import TasksExtension, current_task
 
-HEADERS = {
-    "content-type": "application/json",
-    "accept": "application/json, text/event-stream",
-    "mcp-protocol-version": "2026-07-28",
-}
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-}
+from apps.asgi import poster
 
 
 def resumable_server(steps: list[int]) -> MCPServer:
@@ -58,12 +48,7 @@ async def test_the_resumable_fragment_runs_as_a_task_to_its_end() -> None:
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
     ):
-
-        async def post(method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
-            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-            answer = await client.post("/mcp", content=json.dumps(body), headers={**HEADERS, "mcp-method": method, "mcp-name": name})
-            return answer.json()  # type: ignore[no-any-return]
-
+        post = poster(client)
         created = (await post("tools/call", {"name": "build_report", "arguments": {}}, "build_report"))["result"]
         assert created["resultType"] == "task", "the fragment makes a task-required tool"
         for _ in range(500):

@@ -15,15 +15,8 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_tasks import TaskConfig, TasksExtension, current_task
 
-HEADERS = {
-    "content-type": "application/json",
-    "accept": "application/json, text/event-stream",
-    "mcp-protocol-version": "2026-07-28",
-}
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-}
+from apps.asgi import poster
+
 # Set by an ASGI layer around the app: a request-free run still sees the request's context
 # variables (mcp's get_access_token() reads one).
 caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="nobody")
@@ -84,13 +77,7 @@ async def run(server: MCPServer, tool: str, arguments: dict[str, Any]) -> tuple[
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=with_caller), base_url="http://127.0.0.1:8000") as client,
     ):
-
-        async def post(method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
-            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-            headers = {**HEADERS, "mcp-method": method, "mcp-name": name}
-            answer = await client.post("/mcp", content=json.dumps(body), headers=headers)
-            return answer.json()  # type: ignore[no-any-return]
-
+        post = poster(client)
         created = await post("tools/call", {"name": tool, "arguments": arguments}, tool)
         task_id = created["result"]["taskId"]
         for _ in range(200):
