@@ -229,6 +229,27 @@ async fn many_tasks_share_a_bounded_number_of_listen_streams() {
     assert_eq!(gets, 200, "one read each, right after its creation; notifications did the rest");
 }
 
+/// Closing the client closes its shared listen streams at once, not when their tasks end.
+#[tokio::test]
+async fn closing_the_client_closes_its_listen_streams() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).memory_store().build().unwrap();
+    let execution = task(client.call_tool("slow_hugepoll", json!({"ms": 20_000})).await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while transport.open_listens.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no listen stream was opened");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    client.close().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while transport.open_listens.load(Ordering::SeqCst) > 0 {
+        assert!(Instant::now() < deadline, "the listen stream outlived the client");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(execution);
+}
+
 /// A task that is finished by the time the client first reads it costs a create and that one
 /// read: no listen stream is opened for it.
 #[tokio::test]

@@ -102,6 +102,16 @@ impl ListenHub {
     pub(crate) fn unsubscribe(&self, task_id: &str) {
         self.shared.state.lock().subscribers.remove(task_id);
     }
+
+    /// Closes every stream at once (the client is closing): nothing is followed any more.
+    pub(crate) fn close(&self) {
+        let mut state = self.shared.state.lock();
+        state.subscribers.clear();
+        state.pending.clear();
+        for (_, stream) in state.streams.drain() {
+            stream.pump.abort(); // its receiver goes, and the transport closes the stream
+        }
+    }
 }
 
 /// Opens streams for the pending ids until none wait.
@@ -157,8 +167,12 @@ async fn open_pending(shared: Arc<Shared>) {
                         None => {}
                     }
                 }
-                let pump = tokio::spawn(pump(Arc::clone(&shared), number, stream.updates)).abort_handle();
-                state.streams.insert(number, Stream { ids: carried, pump });
+                // With nobody left to carry (the client closed, or every task finished meanwhile),
+                // dropping the stream here closes it.
+                if !carried.is_empty() {
+                    let pump = tokio::spawn(pump(Arc::clone(&shared), number, stream.updates)).abort_handle();
+                    state.streams.insert(number, Stream { ids: carried, pump });
+                }
                 if let Some(old) = replaced.and_then(|n| state.streams.remove(&n)) {
                     old.pump.abort(); // its receiver goes, and the transport closes the stream
                 }

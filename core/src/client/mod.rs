@@ -752,6 +752,7 @@ impl Client {
     /// error. Closing twice does nothing more.
     pub async fn close(&self) {
         self.inner.closed.cancel();
+        self.inner.listens.close();
         self.inner.transport.close().await;
     }
 
