@@ -149,6 +149,13 @@ impl Transport for Recording {
     }
 }
 
+impl Recording {
+    /// How many requests of `method` were sent.
+    fn sent(&self, method: &str) -> usize {
+        self.methods.lock().iter().filter(|m| *m == method).count()
+    }
+}
+
 fn recording(url: &str) -> Arc<Recording> {
     Arc::new(Recording {
         inner: HttpTransport::new(url),
@@ -195,7 +202,7 @@ async fn notifications_finish_it_despite_a_huge_poll_interval() {
     // The server suggests polling every 60 s; only the listen stream can finish it sooner.
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     assert_eq!(transport.listens.load(Ordering::SeqCst), 1);
-    let gets = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
+    let gets = transport.sent("tasks/get");
     assert_eq!(gets, 1, "one read right after the creation, then no poll was due");
 }
 
@@ -225,7 +232,7 @@ async fn many_tasks_share_a_bounded_number_of_listen_streams() {
     assert!(widest > 1 && listens < 200, "{listens} listens for 200 tasks, the widest of {widest} ids");
     let most = transport.most_open_listens.load(Ordering::SeqCst);
     assert!(most <= mcp_tasks::client::MAX_LISTEN_STREAMS, "{most} streams open at once");
-    let gets = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
+    let gets = transport.sent("tasks/get");
     assert_eq!(gets, 200, "one read each, right after its creation; notifications did the rest");
 }
 
@@ -312,7 +319,7 @@ async fn two_keys_answered_in_two_updates() {
     let answers: Value = serde_json::from_str(&text(&outcome)).unwrap();
     assert_eq!(answers["first"]["roots"][0]["uri"], "file:///first");
     assert_eq!(answers["second"]["roots"][0]["uri"], "file:///second");
-    let updates = transport.methods.lock().iter().filter(|m| *m == "tasks/update").count();
+    let updates = transport.sent("tasks/update");
     assert_eq!(updates, 2);
 }
 
@@ -447,7 +454,7 @@ async fn poll_floor_applies_to_tiny_intervals() {
     let outcome = task(client.call_tool("slow", json!({"ms": 500})).await.unwrap()).result().await.unwrap();
     assert_eq!(text(&outcome), "slept 500 ms");
     // The server suggests 50 ms; the floor keeps it to a few polls over ~500 ms.
-    let polls = transport.methods.lock().iter().filter(|m| *m == "tasks/get").count();
+    let polls = transport.sent("tasks/get");
     assert!(polls <= 6, "{polls} polls");
 }
 

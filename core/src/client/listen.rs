@@ -10,7 +10,7 @@
 //! its `taskId`. A task whose id the server did not accept, or whose stream ended or failed,
 //! has its channel closed, and its driver polls from then on, as with no listen at all.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -119,12 +119,8 @@ async fn open_pending(shared: Arc<Shared>) {
     loop {
         let (ids, replaced) = {
             let mut state = shared.state.lock();
-            let pending = std::mem::take(&mut state.pending);
-            let waiting: Vec<String> = pending
-                .into_iter()
-                .filter(|id| state.subscribers.get(id).is_some_and(|s| s.stream.is_none() && !s.frames.is_closed()))
-                .collect();
-            state.pending = waiting;
+            let State { pending, subscribers, .. } = &mut *state;
+            pending.retain(|id| subscribers.get(id).is_some_and(|s| s.stream.is_none() && !s.frames.is_closed()));
             if state.pending.is_empty() {
                 state.opening = false;
                 return;
@@ -150,9 +146,11 @@ async fn open_pending(shared: Arc<Shared>) {
             Ok(Some(stream)) => {
                 let number = state.next_stream;
                 state.next_stream += 1;
-                let mut carried = Vec::with_capacity(stream.accepted.len());
+                // A set: a stream carries up to MAX_TASKS_PER_LISTEN ids, each looked up here.
+                let accepted: HashSet<&str> = stream.accepted.iter().map(String::as_str).collect();
+                let mut carried = Vec::with_capacity(accepted.len());
                 for id in &ids {
-                    let accepted = stream.accepted.contains(id);
+                    let accepted = accepted.contains(id.as_str());
                     match state.subscribers.get_mut(id) {
                         Some(s) if accepted => {
                             // A task moved from a replaced stream was told already.
