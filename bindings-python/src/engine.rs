@@ -12,10 +12,12 @@ use mcp_tasks::engine::{
 };
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
 use mcp_tasks::protocol::server::{
-    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Route, Routing, ToolEntry, get_result,
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Reply, Route, Routed, Routing,
+    ToolCallRoute, ToolEntry, get_result,
 };
 use mcp_tasks::protocol::{Resume, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
+use pyo3::BoundObject;
 use pyo3::prelude::*;
 
 use crate::error::{engine_error, protocol_error, store_error};
@@ -608,6 +610,9 @@ pub(crate) struct PyServer {
     /// Seals MRTR `requestState` for the caller and tool (core's `request_state`), inside the
     /// sealing mcp itself does, which binds it to mcp's own auth only.
     state_key: Vec<u8>,
+    /// The `_meta` mcp stamps on the results it serializes (its `serverInfo`), put on the
+    /// `CreateTaskResult`s core answers without mcp ([`PyRouted::create`]), so they read the same.
+    result_meta: parking_lot::RwLock<Option<Arc<serde_json::Value>>>,
 }
 
 /// `(name, value)` header pairs as mcp's request carries them (repeats kept), or `None` off HTTP.
@@ -664,7 +669,16 @@ impl PyServer {
             engine: engine.inner.clone(),
             callbacks: Arc::clone(&engine.callbacks),
             state_key: request_state_key.unwrap_or_else(mcp_tasks::clock::random_key),
+            result_meta: parking_lot::RwLock::new(None),
         })
+    }
+
+    /// Sets the `_meta` object (mcp's `serverInfo` stamp) put on every `CreateTaskResult` core
+    /// answers without mcp; `None` puts none.
+    fn set_result_meta(&self, meta: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let meta = meta.filter(|m| !m.is_none()).map(|m| object("_meta", m)).transpose()?;
+        *self.result_meta.write() = meta.map(|m| Arc::new(serde_json::Value::Object(m)));
+        Ok(())
     }
 
     /// Seals an MRTR round's `requestState` (the text a tool or mcp made) for `principal` and
@@ -699,36 +713,55 @@ impl PyServer {
     }
 
     /// Decides one HTTP request before mcp's transport sees it: `(status, headers, body)` to send
-    /// as it is, or `None` to hand the request to mcp unchanged. mcp 2.3.0 routes by the
-    /// `MCP-Protocol-Version` header alone, so a request claiming the 2026-07-28 envelope with the
-    /// header missing or naming a 2025 revision would reach its legacy transport (HTTP 200,
-    /// -32021); core answers those (-32020 or -32022, HTTP 400), and every other malformed
-    /// extension request, with the same bytes as the Rust host. `body` is `None` when it was over
-    /// [`PyServer::max_body_bytes`].
+    /// as it is, a [`PyRouted`] for a request core can perform itself (`tasks/get|update|cancel`,
+    /// or a `tools/call` that makes a task), or `None` to hand the request to mcp unchanged. mcp
+    /// 2.3.0 routes by the `MCP-Protocol-Version` header alone, so a request claiming the
+    /// 2026-07-28 envelope with the header missing or naming a 2025 revision would reach its
+    /// legacy transport (HTTP 200, -32021); core answers those (-32020 or -32022, HTTP 400), and
+    /// every other malformed extension request, with the same bytes as the Rust host. `body` is
+    /// `None` when it was over [`PyServer::max_body_bytes`]. The caller may still hand a routed
+    /// request to mcp (its body unchanged): routing it changed nothing.
     #[pyo3(signature = (method, headers, body))]
-    #[allow(clippy::type_complexity)] // the ASGI shape, spelled out once
-    fn gate(
+    fn gate<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         method: &str,
         headers: Vec<(String, String)>,
         body: Option<&[u8]>,
-    ) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let dispatcher = &self.dispatcher;
-        py.detach(|| {
+        let decision = py.detach(|| {
             let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
             let request = HttpRequest { method, headers: Headers(&pairs), body };
-            // The principal only matters to routed requests, which go on to mcp (and from there
-            // to `handle`/`listen` with the caller mcp's auth derived).
-            match dispatcher.read().handle_http(&request, Some("")) {
-                Decision::Reply(reply) => {
-                    let headers = reply.all_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
-                    Some((reply.status, headers, reply.body()))
-                }
-                // A synchronous call's tool is checked against mcp's tools by `tool_call`.
-                Decision::Route(_) | Decision::Delegate | Decision::DelegateCall { .. } => None,
+            // The principal is the performer's to give (`PyRouted::perform`): mcp's auth derives
+            // it, and a request handed to mcp reaches `handle`/`listen` with it.
+            dispatcher.read().handle_http(&request, Some(""))
+        });
+        match decision {
+            Decision::Reply(reply) => reply_tuple(&reply).into_pyobject(py).map(BoundObject::into_any),
+            // A listen streams through mcp's request (its back channel); a synchronous call's
+            // tool is checked against mcp's tools by `tool_call`.
+            Decision::Route(routed) if !matches!(routed.route, Route::Listen { .. }) => {
+                let tool = match &routed.route {
+                    Route::CallTool(call) => Some(call.name.clone()),
+                    _ => None,
+                };
+                let plain = match &routed.route {
+                    Route::CallTool(call) => call.request_state.is_none() && call.input_responses.is_none(),
+                    _ => true,
+                };
+                let routed = PyRouted {
+                    tool,
+                    plain,
+                    meta: self.result_meta.read().clone(),
+                    routed: parking_lot::Mutex::new(Some(routed)),
+                    engine: self.engine.clone(),
+                    callbacks: Arc::clone(&self.callbacks),
+                };
+                Ok(Bound::new(py, routed)?.into_any())
             }
-        })
+            Decision::Route(_) | Decision::Delegate | Decision::DelegateCall { .. } => Ok(py.None().into_bound(py)),
+        }
     }
 
     /// Sets how `tool` runs: `"forbidden"`, `"optional"` or `"required"`.
@@ -839,6 +872,132 @@ impl PyServer {
             let frames = ListenFrames::new(id);
             let ack = frames.ack(&subscription.accepted);
             Ok(Some(PyListen { frames, ack, inner: Arc::new(tokio::sync::Mutex::new(subscription)) }))
+        })
+    }
+}
+
+/// An HTTP reply as the ASGI glue sends it: `(status, headers, body)`.
+type ReplyTuple = (u16, Vec<(String, String)>, Vec<u8>);
+
+fn reply_tuple(reply: &Reply) -> ReplyTuple {
+    let headers = reply.all_headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
+    (reply.status, headers, reply.body())
+}
+
+/// A `CreateTaskResult` with the `_meta` mcp stamps on results (see `PyServer::set_result_meta`).
+#[derive(serde::Serialize)]
+struct Stamped<'a> {
+    #[serde(flatten)]
+    created: &'a mcp_tasks::protocol::CreateTaskResult,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a serde_json::Value>,
+}
+
+/// A request [`PyServer::gate`] routed, for core to perform without mcp: `tasks/*` through
+/// [`PyRouted::perform`], a `tools/call` that makes a task through [`PyRouted::create`]. Each
+/// performs once; a routed request the caller hands to mcp instead is simply dropped.
+#[pyclass(name = "Routed", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PyRouted {
+    tool: Option<String>,
+    plain: bool,
+    meta: Option<Arc<serde_json::Value>>,
+    routed: parking_lot::Mutex<Option<Routed>>,
+    engine: Engine,
+    callbacks: Arc<CancelCallbacks>,
+}
+
+impl PyRouted {
+    fn take(&self, principal: String) -> PyResult<Routed> {
+        let mut routed = self
+            .routed
+            .lock()
+            .take()
+            .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("this request was performed already"))?;
+        routed.principal = principal;
+        Ok(routed)
+    }
+}
+
+#[pymethods]
+impl PyRouted {
+    /// The tool a routed `tools/call` names (it makes a task), or `None` for `tasks/*`.
+    #[getter]
+    fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
+    /// False for a `tools/call` that carries MRTR answers or a `requestState`: a round of input
+    /// that the tool's request-bound code (mcp's) must see.
+    #[getter]
+    fn plain(&self) -> bool {
+        self.plain
+    }
+
+    /// Performs `tasks/get`, `tasks/update` or `tasks/cancel` for `principal`: resolves to
+    /// `(status, headers, body)`, the reply (a protocol error included) as the Rust host sends it.
+    fn perform<'py>(&self, py: Python<'py>, principal: String) -> PyResult<Bound<'py, PyAny>> {
+        let Routed { reply, principal, route } = self.take(principal)?;
+        let task_id = match &route {
+            Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. } => {
+                task_id.clone()
+            }
+            _ => return Err(pyo3::exceptions::PyValueError::new_err("Routed.perform serves tasks/*: use create")),
+        };
+        let (engine, callbacks) = (self.engine.clone(), Arc::clone(&self.callbacks));
+        crate::awaitable(py, async move {
+            let answer = match engine.serve(&principal, route).await {
+                Ok(Served::Task(task)) => reply.task(&task),
+                Ok(Served::Result(result)) => reply.result(result),
+                Ok(other) => unreachable!("tasks/* serve a result, not {other:?}"),
+                Err(e) => reply.error(&e),
+            };
+            // A cancel, or a read that notices an expiry, stops the work now, not at the next sweep.
+            callbacks.fire_if_cancelled(&task_id);
+            Ok(reply_tuple(&answer))
+        })
+    }
+
+    /// Creates the task a routed `tools/call` makes, for `principal`, with the tool's options
+    /// (as `Engine.create_task` takes them; `max_attempts` keeps the call with it). Resolves to
+    /// `((status, headers, body), task, arguments)`: the reply (the `CreateTaskResult`, or the
+    /// protocol error a refused create gets, then `task` is `None`), the work's `TaskContext`
+    /// and the call's arguments for the caller to run the tool with.
+    #[pyo3(signature = (principal, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, max_attempts = None, backoff_ms = None))]
+    fn create<'py>(
+        &self,
+        py: Python<'py>,
+        principal: String,
+        ttl_ms: Option<u64>,
+        unlimited_ttl: bool,
+        poll_interval_ms: Option<u64>,
+        max_attempts: Option<u32>,
+        backoff_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Routed { reply, principal, route } = self.take(principal)?;
+        let Route::CallTool(call) = route else {
+            return Err(pyo3::exceptions::PyValueError::new_err("Routed.create serves tools/call: use perform"));
+        };
+        let options = task_options(ttl_ms, unlimited_ttl, poll_interval_ms, max_attempts, backoff_ms);
+        let (engine, callbacks, meta) = (self.engine.clone(), Arc::clone(&self.callbacks), self.meta.clone());
+        crate::awaitable(py, async move {
+            if let Err(e) = engine.admit_call(&call) {
+                return Ok((reply_tuple(&reply.error(&e)), None, None));
+            }
+            let ToolCallRoute { name, arguments, input_responses, .. } = *call;
+            // Only a resumable tool's call is kept: a later attempt runs it again.
+            let stored = options.resume.map(|_| StoredCall {
+                arguments: arguments.clone(),
+                input_responses,
+                ..StoredCall::default()
+            });
+            match engine.create_task_for(&principal, &name, options, stored).await {
+                Ok((created, ctx)) => Ok((
+                    reply_tuple(&reply.result_of(&Stamped { created: &created, meta: meta.as_deref() })),
+                    Some(PyTaskContext::new(ctx, callbacks)),
+                    Some(Pythonized(arguments)),
+                )),
+                Err(e) => Ok((reply_tuple(&reply.error(&e.to_protocol())), None, None)),
+            }
         })
     }
 }

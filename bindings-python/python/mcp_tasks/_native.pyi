@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit", "refusal_reply", "serve_limits"]
+__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit", "refusal_reply", "serve_limits"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -84,18 +84,38 @@ class TaskContext:
     def fail_exception(self, exception: BaseException) -> Awaitable[bool]: ...
 
 @final
+class Routed:
+    """A request Server.gate routed, for core to perform without mcp (once)."""
+
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def plain(self) -> bool: ...
+    def perform(self, principal: str) -> Awaitable[tuple[int, list[tuple[str, str]], bytes]]: ...
+    def create(
+        self,
+        principal: str,
+        ttl_ms: int | None = None,
+        unlimited_ttl: bool = False,
+        poll_interval_ms: int | None = None,
+        max_attempts: int | None = None,
+        backoff_ms: int | None = None,
+    ) -> Awaitable[tuple[tuple[int, list[tuple[str, str]], bytes], TaskContext | None, dict[str, Any] | None]]: ...
+
+@final
 class Server:
     """The core server dispatcher over an engine: every protocol decision about a request mcp parsed."""
 
     def __new__(cls, engine: Engine, default_mode: str, request_state_key: bytes | None = None) -> Server: ...
     def configure(self, tool: str, mode: str) -> None: ...
+    def set_result_meta(self, meta: dict[str, Any] | None) -> None: ...
     def seal_state(self, principal: str, tool: str, state: str) -> str: ...
     def open_state(self, principal: str, tool: str, sealed: str) -> str: ...
     @property
     def max_body_bytes(self) -> int: ...
     def gate(
         self, method: str, headers: list[tuple[str, str]], body: bytes | None
-    ) -> tuple[int, list[tuple[str, str]], bytes] | None: ...
+    ) -> tuple[int, list[tuple[str, str]], bytes] | Routed | None: ...
     def tool_call(
         self,
         params: Mapping[str, Any],

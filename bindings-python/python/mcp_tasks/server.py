@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -29,9 +30,19 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, RequestParams
+from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestParams
 from mcp_types.methods import is_input_required
 from pydantic import BaseModel, ConfigDict
+from starlette.requests import Request
+
+try:  # mcp 2.3.0's transport checks, repeated where core performs a request without mcp
+    from mcp.server._otel import OpenTelemetryMiddleware
+    from mcp.server.request_state import RequestStateBoundary
+    from mcp.server.streamable_http import check_accept_headers
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from opentelemetry import trace as _trace
+except ImportError:  # pragma: no cover - another mcp: every request goes through it
+    TransportSecurityMiddleware = None  # type: ignore[assignment,misc]
 
 from . import _native
 
@@ -81,10 +92,14 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Cal
 class _Gate:
     """The ASGI wrapper of :meth:`TasksExtension.gate`."""
 
-    def __init__(self, server: _native.Server, app: ASGIApp) -> None:
-        self._server = server
+    def __init__(self, extension: TasksExtension, app: ASGIApp) -> None:
+        self._extension = extension
+        self._server = extension._server
         self._app = app
-        self._limit = server.max_body_bytes
+        self._limit = self._server.max_body_bytes
+        # Set by install() for the app it builds (None for a hand-mounted one): mcp's transport
+        # checks, which a request core performs itself must pass as they would in mcp.
+        self.transport: _Transport | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -103,6 +118,8 @@ class _Gate:
         body = b"".join(chunks)
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         answer = self._server.gate(scope["method"], headers, None if size > self._limit else body)
+        if isinstance(answer, _native.Routed):
+            answer = await self._extension._perform(answer, scope, self.transport)
         if answer is not None:
             status, extra, payload = answer
             raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra]
@@ -120,6 +137,23 @@ class _Gate:
             return await receive()
 
         return await self._app(scope, replay, send)
+
+
+@dataclass(frozen=True)
+class _Transport:
+    """What mcp's 2026-07-28 HTTP entry checks before it dispatches (its session manager's
+    settings): a request core performs without mcp is checked the same way first, and handed to
+    mcp, which answers the refusal itself, when it fails."""
+
+    security: TransportSecurityMiddleware
+    json_response: bool
+
+    async def admits(self, scope: dict[str, Any]) -> bool:
+        request = Request(scope)
+        if await self.security.validate_request(request, is_post=True) is not None:
+            return False
+        has_json, has_sse = check_accept_headers(request)
+        return has_json and (self.json_response or has_sse)
 
 
 def _headers(ctx: ServerRequestContext[Any, Any]) -> list[tuple[str, str]] | None:
@@ -300,6 +334,8 @@ class TasksExtension(Extension):
         self._execution = execution
         self._mcp_server: Any = None
         self._executing = False
+        # Per tool: the mcp tool object seen last, and whether core may create its tasks alone.
+        self._alone: dict[str, tuple[Any, bool]] = {}
 
     @property
     def engine(self) -> _native.Engine:
@@ -378,7 +414,15 @@ class TasksExtension(Extension):
         def streamable_http_app(*args: Any, **kwargs: Any) -> Any:
             app = build(*args, **kwargs)
             manager = lowlevel._session_manager
-            manager.asgi_app = self.gate(manager.asgi_app)
+            gate = _Gate(self, manager.asgi_app)
+            # mcp stamps its serverInfo on the results it serializes: so does core, on the
+            # CreateTaskResults it answers without mcp.
+            stamp = getattr(lowlevel, "server_info_stamp", None)
+            self._server.set_result_meta(None if stamp is None else {SERVER_INFO_META_KEY: stamp})
+            if TransportSecurityMiddleware is not None:
+                security = TransportSecurityMiddleware(getattr(manager, "security_settings", None))
+                gate.transport = _Transport(security, bool(getattr(manager, "json_response", False)))
+            manager.asgi_app = gate
             run = manager.run
 
             # Resumable tasks a dead process left run again as soon as the app starts.
@@ -404,9 +448,11 @@ class TasksExtension(Extension):
         core's answer, the same status and bytes as from the Rust host; every other request
         reaches ``app`` with its body unchanged. ``install()`` applies it to the app
         ``streamable_http_app()`` builds; call it yourself only when you mount mcp's session
-        manager by hand.
+        manager by hand. The app ``install()`` builds also lets core answer ``tasks/*`` and create
+        the tasks of tools that run without the request on its own, without mcp's per-request
+        machinery (see ``_perform``); a hand-wrapped app leaves those to mcp, which answers the same.
         """
-        return _Gate(self._server, app)
+        return _Gate(self, app)
 
     async def _open_listen(self, ctx: ServerRequestContext[Any, Any]) -> _native.Listen | None:
         return await self._server.listen(
@@ -545,19 +591,100 @@ class TasksExtension(Extension):
             # Only what mcp's handler reads of a call to a tool without resolvers: not the
             # request's `_meta` and answers, which would keep the decoded body alive.
             slim = CallToolRequestParams(name=params.name, arguments=params.arguments)
-            work = functools.partial(self._mcp_server._handle_call_tool, None, slim)
-            run = asyncio.ensure_future(self._run(work, task))
+            self._spawn(functools.partial(self._mcp_server._handle_call_tool, None, slim), task)
         else:
             session = ctx.session
             outbound = session._request_outbound  # type: ignore[attr-defined]
             if not isinstance(outbound, _TaskAwareOutbound):
                 session._request_outbound = _TaskAwareOutbound(outbound)  # type: ignore[attr-defined]
-            run = asyncio.ensure_future(self._run(functools.partial(call_next, ctx), task))
-        # tasks/cancel (or expiry) cancels the runner; the task is already terminal then.
+            self._spawn(functools.partial(call_next, ctx), task)
+        return created
+
+    async def _perform(
+        self, routed: _native.Routed, scope: dict[str, Any], transport: _Transport | None
+    ) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """Performs a request core routed, without mcp's per-request machinery (its transport,
+        models and dispatch): the reply to send, or ``None`` to hand the request to mcp.
+
+        Only when nothing of mcp's could have seen it: the app ``install()`` built (its transport
+        checks are repeated here), the default ``principal`` (a custom one reads mcp's request),
+        no server middleware besides this extension's, and, for a ``tools/call``, a local task
+        of a tool that runs without the request (see ``_runs_without_request``), without a
+        ``prepare`` step, an MRTR round or ``Mcp-Param-*`` headers for mcp to check. Anything
+        else goes through mcp as before, and is answered the same.
+        """
+        server = self._mcp_server
+        if (
+            transport is None
+            or server is None
+            or self._principal is not default_principal
+            or not all(self._passes_by(m) for m in server._lowlevel_server.middleware)
+            or not await transport.admits(scope)
+        ):
+            return None
+        tool = routed.tool
+        if tool is None:  # tasks/get, tasks/update, tasks/cancel
+            return await routed.perform(default_principal(None))  # type: ignore[arg-type]
+        config = self._tools.get(tool, self._default)
+        if (
+            not routed.plain
+            or config.prepare is not None
+            or self._execution != "local"
+            or any(k.startswith(b"mcp-param-") for k, _ in scope["headers"])
+            or not self._alone_tool(tool)
+        ):
+            return None
+        ttl = config.ttl_ms
+        reply, task, arguments = await routed.create(
+            default_principal(None),  # type: ignore[arg-type]
+            ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
+            unlimited_ttl=ttl is None,
+            poll_interval_ms=config.poll_interval_ms,
+            max_attempts=config.max_attempts,
+            backoff_ms=config.backoff_ms,
+        )
+        if task is not None:
+            slim = CallToolRequestParams(name=tool, arguments=arguments)
+            self._spawn(functools.partial(server._handle_call_tool, None, slim), task)
+        return reply
+
+    def _passes_by(self, middleware: Any) -> bool:
+        """Whether a server middleware has nothing to do with a request core performs: this
+        extension's own; mcp's ``requestState`` sealing (such a request carries no state, and
+        its result none); mcp's OpenTelemetry spans while no tracer provider is set (they are
+        no-ops then; with one set, mcp's spans are kept by going through mcp)."""
+        if middleware == self._route_early or isinstance(middleware, RequestStateBoundary):
+            return True
+        return isinstance(middleware, OpenTelemetryMiddleware) and isinstance(
+            _trace.get_tracer_provider(), _trace.ProxyTracerProvider
+        )
+
+    def _alone_tool(self, tool: str) -> bool:
+        """Whether core may create ``tool``'s tasks without mcp seeing the request: it runs
+        without the request, and its input schema marks no argument as an ``Mcp-Param-*``
+        header (which mcp checks against the request's headers)."""
+        lowlevel = self._mcp_server._lowlevel_server
+        try:
+            found = self._mcp_server._tool_manager.get_tool(tool)
+        except AttributeError:
+            return False
+        seen = self._alone.get(tool)
+        if seen is not None and seen[0] is found:
+            return seen[1]
+        alone = found is not None and self._runs_without_request(tool)
+        if alone:
+            lookup = getattr(lowlevel, "get_tool_input_schema", None)
+            schema = lookup(tool) if lookup is not None else found.parameters
+            alone = "x-mcp-header" not in json.dumps(schema)
+        self._alone[tool] = (found, alone)
+        return alone
+
+    def _spawn(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext) -> None:
+        """Runs a task's work in the background; tasks/cancel (or expiry) cancels it."""
+        run = asyncio.ensure_future(self._run(work, task))
         task.on_cancel(run.cancel)
         self._running.add(run)
         run.add_done_callback(self._running.discard)
-        return created
 
     def _runs_without_request(self, tool: str) -> bool:
         """True when running ``tool`` through mcp's handler without the request changes nothing

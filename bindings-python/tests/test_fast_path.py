@@ -1,0 +1,136 @@
+"""Core answers ``tasks/*`` and creates the tasks of request-blind tools without mcp's
+per-request machinery (``TasksExtension._perform``): the same status and bytes as through mcp,
+and mcp's 2026-07-28 entry never reached for them; everything it must see still reaches it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import mcp.server.streamable_http_manager as manager_module
+from mcp.server.mcpserver import Context, MCPServer
+
+from mcp_tasks import TaskConfig, TasksExtension, _native, default_principal
+
+from apps.asgi import HEADERS, META
+
+
+def build(principal: Callable[[Any], str]) -> MCPServer:
+    # A manual clock and sequential ids: the two servers of a test answer byte for byte alike.
+    engine = _native.Engine("memory://", clock_start_ms=1_700_000_000_000, id_prefix="t")
+    tasks = TasksExtension(engine=engine, tools={"work": "optional", "aware": "optional"}, principal=principal)
+    server = MCPServer("fast-path", extensions=[tasks])
+    tasks.install(server)
+
+    @server.tool()
+    async def work(n: int) -> str:
+        return f"done {n}"
+
+    @server.tool()
+    async def aware(ctx: Context) -> str:
+        return "aware"
+
+    return server
+
+
+@contextmanager
+def counting_mcp() -> Iterator[list[str]]:
+    """The methods mcp's 2026-07-28 HTTP entry handled, while inside."""
+    seen: list[str] = []
+    original = manager_module.handle_modern_request
+
+    async def counted(app: Any, security: Any, json_response: Any, state: Any, scope: Any, receive: Any, send: Any) -> None:
+        seen.append(dict(scope["headers"]).get(b"mcp-method", b"").decode())
+        await original(app, security, json_response, state, scope, receive, send)
+
+    manager_module.handle_modern_request = counted  # type: ignore[assignment]
+    try:
+        yield seen
+    finally:
+        manager_module.handle_modern_request = original  # type: ignore[assignment]
+
+
+# (method, params, Mcp-Name, extra headers): each sent to both servers, in this order.
+STEPS: list[tuple[str, dict[str, Any], str, dict[str, str]]] = [
+    ("tools/call", {"name": "work", "arguments": {"n": 1}}, "work", {}),
+    ("tasks/get", {"taskId": "t-1"}, "t-1", {}),
+    ("tools/call", {"name": "work", "arguments": {"n": "not a number"}}, "work", {}),
+    ("tasks/get", {"taskId": "t-2"}, "t-2", {}),
+    ("tasks/get", {"taskId": "nope"}, "nope", {}),
+    ("tasks/cancel", {"taskId": "t-1"}, "t-1", {}),
+    ("tasks/update", {"taskId": "t-1", "inputResponses": {"k": {}}}, "t-1", {}),
+    ("tasks/get", {"taskId": "t-1"}, "wrong", {}),
+    ("tools/call", {"name": "work", "arguments": {"n": 2}}, "work", {"accept": "text/html"}),
+    ("tools/call", {"name": "work", "arguments": {"n": 3}}, "work", {"content-type": "text/plain"}),
+    ("tools/call", {"name": "aware", "arguments": {}}, "aware", {}),
+    ("tasks/get", {"taskId": "t-3"}, "t-3", {}),
+]
+
+# The steps that reach mcp at all: core's gate answers a disagreeing Mcp-Name header and a
+# Content-Type that is not JSON itself, on every path.
+REACH_MCP = [method for method, _, name, extra in STEPS if name != "wrong" and "content-type" not in extra]
+# Of those, the ones the fast server still hands to mcp: a refusal of mcp's own transport check
+# (Accept) and the tool that takes mcp's Context.
+THROUGH_MCP = ["tools/call", "tools/call"]
+
+
+async def answers(server: MCPServer) -> list[tuple[int, Any]]:
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    out: list[tuple[int, Any]] = []
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
+    ):
+        for n, (method, params, name, extra) in enumerate(STEPS):
+            body = {"jsonrpc": "2.0", "id": n, "method": method, "params": {**params, "_meta": META}}
+            headers = {**HEADERS, "mcp-method": method, "mcp-name": name, **extra}
+            response = await client.post("/mcp", content=json.dumps(body), headers=headers)
+            out.append((response.status_code, response.json() if response.content.startswith(b"{") else response.text))
+            for _ in range(20):  # the tool's run finishes before the next step reads it
+                await asyncio.sleep(0)
+    return out
+
+
+async def test_core_answers_without_mcp_what_mcp_would_answer() -> None:
+    with counting_mcp() as through_fast:
+        fast = await answers(build(default_principal))
+    with counting_mcp() as through_mcp:
+        # Any other principal function may read mcp's request: every request goes through mcp.
+        slow = await answers(build(lambda ctx: default_principal(ctx)))
+    assert through_mcp == REACH_MCP
+    assert through_fast == THROUGH_MCP
+    for step, (a, b) in zip(STEPS, zip(fast, slow)):
+        assert a == b, step
+    statuses = [status for status, _ in fast]
+    assert statuses[0] == 200 and fast[0][1]["result"]["resultType"] == "task"
+    assert fast[1][1]["result"]["status"] == "completed"
+    assert fast[3][1]["result"]["status"] == "completed"  # mcp's argument check: an isError result
+    assert fast[3][1]["result"]["result"]["isError"] is True
+    assert statuses[4] == 400 and statuses[8] == 406 and statuses[9] == 415
+
+
+async def test_a_prepare_step_or_another_middleware_keeps_mcp_in_the_path() -> None:
+    server = build(default_principal)
+    tasks = server._extensions[0]  # type: ignore[attr-defined]
+
+    async def prepare(params: Any, ctx: Any) -> None:
+        return None
+
+    tasks.configure("work", TaskConfig("optional", prepare=prepare))
+    with counting_mcp() as seen:
+        await answers(server)
+    assert seen.count("tools/call") == REACH_MCP.count("tools/call") and "tasks/get" not in seen
+
+    server = build(default_principal)
+
+    async def passing(ctx: Any, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    server._lowlevel_server.middleware.append(passing)
+    with counting_mcp() as seen:
+        await answers(server)
+    assert seen == REACH_MCP
