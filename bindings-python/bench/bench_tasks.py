@@ -18,6 +18,14 @@ Two modes: in-process (``mcp.Client`` dispatching straight into the server, crea
 another: p50 latency and creates/s) and loopback Streamable HTTP (the server under uvicorn in a
 child process, 16 concurrent clients posting JSON-RPC: creates/s). Run with
 ``bindings-python/bench/run`` (it builds the venv); ``python bench_tasks.py`` prints the table.
+
+``--load`` prints the second table instead: each server under uvicorn, loaded by
+``server-load`` (tests/fixtures: a Rust HTTP/1.1 client on one thread, so the Python client's own
+cost does not cap the figures) on 64 keep-alive connections: durable creates/s, ``tasks/get``/s of
+finished tasks, and tasks followed from create to outcome per second (create, then ``tasks/get``
+until terminal), each against a fresh server, the servers taking turns, medians of 3 rounds. The
+ratios to the dict floor are the targets of issue 33: creates >= 1.5x, end to end >= 1.2x,
+``tasks/get`` >= 2x.
 """
 
 from __future__ import annotations
@@ -41,6 +49,10 @@ HTTP_CLIENTS = 16
 RUNS = 3  # each figure is the median of this many runs, interleaved across servers
 EXT = "io.modelcontextprotocol/tasks"
 IMPLS = ("mcp-tasks", "mcp-tasks-full", "mcp-tasks-memory", "dict-floor", "fastmcp-tasks")
+LOAD_IMPLS = ("mcp-tasks", "mcp-tasks-memory", "dict-floor")
+# measure -> (what it counts, the target ratio of mcp-tasks (SQLite) to the dict floor)
+LOAD_MEASURES = {"creates": ("creates/s", 1.5), "gets": ("tasks/get/s", 2.0), "e2e": ("followed/s", 1.2)}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # -- the servers ---------------------------------------------------------------------------------
@@ -313,6 +325,60 @@ async def over_http(impl: str, store_dir: str) -> dict[str, Any]:
         proc.wait()
 
 
+# -- under load (server-load) ---------------------------------------------------------------------
+
+
+def loaded(impl: str, measure: str, seconds: float, connections: int, load_bin: str) -> dict[str, float]:
+    """One measure against a fresh server of ``impl`` (its own process and store)."""
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_STORE_DIR")) as store_dir:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        # The servers' start and stop lines stay out of the table; a failing request is counted.
+        proc = subprocess.Popen([sys.executable, __file__, "--serve", impl, str(port), store_dir],
+                                stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(600):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            out = subprocess.run(
+                [load_bin, f"http://127.0.0.1:{port}/mcp", measure, "--connections", str(connections),
+                 "--seconds", str(seconds)],
+                check=True, capture_output=True, text=True,
+            )
+            return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def load_table(rounds: int, seconds: float, connections: int) -> int:
+    """Prints the ``--load`` table; the number of failed requests (the figures are not checked:
+    CI runs it small as a smoke, on a machine too noisy for timing)."""
+    load_bin = os.environ.get("SERVER_LOAD", os.path.join(ROOT, "target", "release", "server-load"))
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for _ in range(rounds):
+        for measure in LOAD_MEASURES:
+            for impl in LOAD_IMPLS:
+                runs.setdefault((impl, measure), []).append(loaded(impl, measure, seconds, connections, load_bin))
+    rate = {key: statistics.median(r["rate"] for r in rs) for key, rs in runs.items()}
+    bad = {key: sum(r["bad"] for r in rs) for key, rs in runs.items()}
+    print(f"server-load, {connections} connections, {seconds:g} s per measure after 1 s of warm-up,"
+          f" medians of {rounds} rounds (servers under uvicorn, fresh per measure)")
+    print(f"{'measure':<12} " + " ".join(f"{impl:>17}" for impl in LOAD_IMPLS) + "   ours/floor  target")
+    for measure, (label, target) in LOAD_MEASURES.items():
+        ratio = rate[("mcp-tasks", measure)] / rate[("dict-floor", measure)]
+        cells = " ".join(f"{rate[(impl, measure)]:>17,.0f}" for impl in LOAD_IMPLS)
+        print(f"{label:<12} {cells}   {ratio:>9.2f}x  >= {target}x {'met' if ratio >= target else 'NOT met'}")
+    failures = {key: n for key, n in bad.items() if n}
+    if failures:
+        print(f"failed requests: {failures}")
+    return sum(failures.values())
+
+
 # -- the driver ----------------------------------------------------------------------------------
 
 
@@ -326,7 +392,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", nargs=2, metavar=("IMPL", "MODE"))
     parser.add_argument("--serve", nargs=3, metavar=("IMPL", "PORT", "STORE_DIR"))
+    parser.add_argument("--load", action="store_true", help="the table under load (server-load) instead")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--connections", type=int, default=64)
     args = parser.parse_args()
+    if args.load:
+        sys.exit(1 if load_table(args.rounds, args.seconds, args.connections) else 0)
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), args.serve[2])
         return

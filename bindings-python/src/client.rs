@@ -134,7 +134,8 @@ impl PyClient {
     }
 
     /// Calls a tool; resolves to `("immediate", CallToolResult dict, None)` or
-    /// `("task", DetailedTask dict, TaskExecution)`.
+    /// `("task", None, TaskExecution)` (its state is `TaskExecution.latest()`, converted only
+    /// when asked for: a quick task's caller never reads it).
     fn call_tool<'py>(
         &self,
         py: Python<'py>,
@@ -145,11 +146,8 @@ impl PyClient {
         let client = self.inner.clone();
         crate::awaitable(py, async move {
             match client.call_tool(&name, arguments).await.map_err(client_error)? {
-                Execution::Immediate(result) => Ok(("immediate", Pythonized(result), None)),
-                Execution::Task(task) => {
-                    let created = serde_json::to_value(task.latest()).expect("tasks serialize");
-                    Ok(("task", Pythonized(created), Some(PyTaskExecution::new(task))))
-                }
+                Execution::Immediate(result) => Ok(("immediate", Some(Pythonized(result)), None)),
+                Execution::Task(task) => Ok(("task", None, Some(PyTaskExecution::new(task)))),
             }
         })
     }

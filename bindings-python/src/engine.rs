@@ -730,13 +730,16 @@ impl PyServer {
         body: Option<&[u8]>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let dispatcher = &self.dispatcher;
-        let decision = py.detach(|| {
+        let decide = || {
             let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
             let request = HttpRequest { method, headers: Headers(&pairs), body };
             // The principal is the performer's to give (`PyRouted::perform`): mcp's auth derives
             // it, and a request handed to mcp reaches `handle`/`listen` with it.
             dispatcher.read().handle_http(&request, Some(""))
-        });
+        };
+        // A request's routing takes a few microseconds, less than handing the GIL to a thread
+        // that waits for it and taking it back; a large body's parse lets the others run.
+        let decision = if body.is_some_and(|b| b.len() > GATE_DETACH_BYTES) { py.detach(decide) } else { decide() };
         match decision {
             Decision::Reply(reply) => reply_tuple(&reply).into_pyobject(py).map(BoundObject::into_any),
             // A listen streams through mcp's request (its back channel); a synchronous call's
@@ -875,6 +878,9 @@ impl PyServer {
         })
     }
 }
+
+/// Bodies up to this size are routed by [`PyServer::gate`] without releasing the GIL.
+const GATE_DETACH_BYTES: usize = 64 * 1024;
 
 /// An HTTP reply as the ASGI glue sends it: `(status, headers, body)`.
 type ReplyTuple = (u16, Vec<(String, String)>, Vec<u8>);

@@ -15,6 +15,7 @@ import mcp.server.streamable_http_manager as manager_module
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_tasks import TaskConfig, TasksExtension, _native, default_principal
+from mcp_tasks.server import _Front
 
 from apps.asgi import HEADERS, META
 
@@ -78,8 +79,25 @@ REACH_MCP = [method for method, _, name, extra in STEPS if name != "wrong" and "
 THROUGH_MCP = ["tools/call", "tools/call"]
 
 
-async def answers(server: MCPServer) -> list[tuple[int, Any]]:
+# The stack each app of `answers` built: the gate in front of it, or the app's own.
+FRONTS: list[Any] = []
+
+
+class Passing:
+    """A Starlette middleware that changes nothing (an auth middleware's place in the app)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+async def answers(server: MCPServer, app_middleware: bool = False) -> list[tuple[int, Any]]:
     app = server.streamable_http_app(stateless_http=True, json_response=True)
+    if app_middleware:
+        # The gate then decides inside the app, behind its middleware, instead of in front of it.
+        app.add_middleware(Passing)
     out: list[tuple[int, Any]] = []
     async with (
         app.router.lifespan_context(app),
@@ -92,12 +110,14 @@ async def answers(server: MCPServer) -> list[tuple[int, Any]]:
             out.append((response.status_code, response.json() if response.content.startswith(b"{") else response.text))
             for _ in range(20):  # the tool's run finishes before the next step reads it
                 await asyncio.sleep(0)
+    FRONTS.append(app.middleware_stack)
     return out
 
 
 async def test_core_answers_without_mcp_what_mcp_would_answer() -> None:
     with counting_mcp() as through_fast:
         fast = await answers(build(default_principal))
+    assert isinstance(FRONTS[-1], _Front), "in front of the app: it has no middleware"
     with counting_mcp() as through_mcp:
         # Any other principal function may read mcp's request: every request goes through mcp.
         slow = await answers(build(lambda ctx: default_principal(ctx)))
@@ -111,6 +131,16 @@ async def test_core_answers_without_mcp_what_mcp_would_answer() -> None:
     assert fast[3][1]["result"]["status"] == "completed"  # mcp's argument check: an isError result
     assert fast[3][1]["result"]["result"]["isError"] is True
     assert statuses[4] == 400 and statuses[8] == 406 and statuses[9] == 415
+
+
+async def test_behind_the_apps_own_middleware_core_still_answers_alone() -> None:
+    with counting_mcp() as through_fast:
+        fast = await answers(build(default_principal), app_middleware=True)
+    assert not isinstance(FRONTS[-1], _Front)
+    with counting_mcp():
+        slow = await answers(build(lambda ctx: default_principal(ctx)), app_middleware=True)
+    assert through_fast == THROUGH_MCP
+    assert fast == slow
 
 
 async def test_a_prepare_step_or_another_middleware_keeps_mcp_in_the_path() -> None:

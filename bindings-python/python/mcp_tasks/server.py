@@ -34,6 +34,7 @@ from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestParams
 from mcp_types.methods import is_input_required
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
+from starlette.routing import Route
 
 try:  # mcp 2.3.0's transport checks, repeated where core performs a request without mcp
     from mcp.server._otel import OpenTelemetryMiddleware
@@ -102,8 +103,14 @@ class _Gate:
         self.transport: _Transport | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope.get(_DECIDED):  # decided in front of the app already (_Front): mcp's now
             return await self._app(scope, receive, send)
+        return await self.decide(scope, receive, send, self._app)
+
+    async def decide(self, scope: dict[str, Any], receive: Any, send: Any, fallback: ASGIApp) -> None:
+        """Answers a POST core decides, or hands it (its body unchanged) to ``fallback``."""
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await fallback(scope, receive, send)
         chunks: list[bytes] = []
         size = 0
         more = True
@@ -127,6 +134,7 @@ class _Gate:
             await send({"type": "http.response.start", "status": status, "headers": raw})
             await send({"type": "http.response.body", "body": payload})
             return None
+        scope[_DECIDED] = True
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -136,7 +144,29 @@ class _Gate:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        return await self._app(scope, replay, send)
+        return await fallback(scope, replay, send)
+
+
+# Set on a request's ASGI scope once core decided it: the gate inside the app lets it through.
+_DECIDED = "mcp_tasks.decided"
+
+
+class _Front:
+    """The gate in front of the whole Starlette app ``install()`` builds, when nothing of the
+    app's runs before its MCP route (no middleware: no auth, the only such middleware mcp adds):
+    the requests core answers then skip Starlette's error and exception layers and its router
+    as well; every other request goes through the app, where the gate inside lets it pass."""
+
+    def __init__(self, gate: _Gate, path: str, app: ASGIApp) -> None:
+        self._gate = gate
+        self._path = path
+        self._app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # Mounted under a prefix (a root_path), the app's own router matches: it goes through.
+        if scope["type"] == "http" and scope["path"] == self._path and not scope.get("root_path"):
+            return await self._gate.decide(scope, receive, send, self._app)
+        return await self._app(scope, receive, send)
 
 
 @dataclass(frozen=True)
@@ -423,6 +453,7 @@ class TasksExtension(Extension):
                 security = TransportSecurityMiddleware(getattr(manager, "security_settings", None))
                 gate.transport = _Transport(security, bool(getattr(manager, "json_response", False)))
             manager.asgi_app = gate
+            self._put_in_front(app, gate, manager)
             run = manager.run
 
             # Resumable tasks a dead process left run again as soon as the app starts.
@@ -439,6 +470,28 @@ class TasksExtension(Extension):
             return app
 
         lowlevel.streamable_http_app = streamable_http_app
+
+    @staticmethod
+    def _put_in_front(app: Any, gate: _Gate, manager: Any) -> None:
+        """Puts ``gate`` in front of the Starlette ``app`` (see :class:`_Front`) when, as its
+        stack is built (on the first request), no middleware of the app runs before its MCP route
+        (one route to mcp's ASGI app for ``manager`` itself, not wrapped for auth)."""
+        build = getattr(app, "build_middleware_stack", None)
+        if build is None:
+            return
+
+        def build_with_front() -> Any:
+            stack = build()
+            if getattr(app, "user_middleware", None) != []:
+                return stack
+            paths = [
+                route.path
+                for route in getattr(app, "routes", [])
+                if isinstance(route, Route) and getattr(route.endpoint, "session_manager", None) is manager
+            ]
+            return _Front(gate, paths[0], stack) if len(paths) == 1 else stack
+
+        app.build_middleware_stack = build_with_front
 
     def gate(self, app: ASGIApp) -> ASGIApp:
         """Wraps the ASGI app serving the MCP endpoint so core decides each POST first.
