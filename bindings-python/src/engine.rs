@@ -969,6 +969,7 @@ impl PyRouted {
     /// protocol error a refused create gets, then `task` is `None`), the work's `TaskContext`
     /// and the call's arguments for the caller to run the tool with.
     #[pyo3(signature = (principal, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, max_attempts = None, backoff_ms = None))]
+    #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn create<'py>(
         &self,
         py: Python<'py>,
