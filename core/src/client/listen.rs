@@ -1,14 +1,14 @@
 //! Shared `subscriptions/listen` streams: the tasks one client follows share a bounded number of
 //! streams, each filtering many task ids, instead of a stream (over HTTP, a connection) per task.
 //!
-//! A task that wants notifications subscribes and gets a channel of its frames' params. Ids wait
+//! A task that wants notifications subscribes with its driver's inbox, where its frames go. Ids wait
 //! in `pending` until one opener task takes them all (up to [`MAX_TASKS_PER_LISTEN`]) into one new
 //! stream, so ids that arrive while a stream is being opened share the next one. At
 //! [`MAX_LISTEN_STREAMS`] open streams, the one carrying the fewest live tasks makes room: a stream
 //! for its live ids and the pending ones replaces it (every stream sends each task's current
 //! state first, so nothing is missed between the two). A pump per stream routes each frame by
-//! its `taskId`. A task whose id the server did not accept, or whose stream ended or failed,
-//! has its channel closed, and its driver polls from then on, as with no listen at all.
+//! its `taskId`. A task whose id the server did not accept, or whose stream ended or failed, is
+//! told [`Frame::Unlistened`], and its driver polls from then on, as with no listen at all.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,21 +17,13 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::inbox::{Frame, Inbound, Inbox};
 use super::transport::Transport;
 
 /// The most listen streams one client keeps open at once.
 pub const MAX_LISTEN_STREAMS: usize = 16;
 /// The most task ids one listen stream filters.
 pub const MAX_TASKS_PER_LISTEN: usize = 1_024;
-
-/// What a subscribed task hears from its shared stream.
-#[derive(Debug)]
-pub(crate) enum Frame {
-    /// A stream accepted the task: from now on it reports every change.
-    Accepted,
-    /// The params of a `notifications/tasks` about the task.
-    Update(Value),
-}
 
 /// The listen streams of one client.
 pub(crate) struct ListenHub {
@@ -57,9 +49,17 @@ struct State {
 }
 
 struct Subscriber {
-    frames: mpsc::UnboundedSender<Frame>,
+    /// Its driver's inbox.
+    inbox: Arc<Inbox>,
     /// The stream that carries it; `None` while it waits.
     stream: Option<u64>,
+}
+
+impl Subscriber {
+    /// Tells the driver; false when it is gone.
+    fn tell(&self, frame: Frame) -> bool {
+        self.inbox.push(Inbound::Frame(frame))
+    }
 }
 
 struct Stream {
@@ -69,7 +69,14 @@ struct Stream {
 
 impl State {
     fn live(&self, id: &str, stream: u64) -> bool {
-        self.subscribers.get(id).is_some_and(|s| s.stream == Some(stream) && !s.frames.is_closed())
+        self.subscribers.get(id).is_some_and(|s| s.stream == Some(stream) && !s.inbox.is_closed())
+    }
+
+    /// Stops carrying `id`: its driver polls from now on.
+    fn unlisten(&mut self, id: &str) {
+        if let Some(s) = self.subscribers.remove(id) {
+            s.tell(Frame::Unlistened);
+        }
     }
 
     /// Spawns the opener if ids wait and none runs.
@@ -86,16 +93,14 @@ impl ListenHub {
         Self { shared: Arc::new(Shared { transport, state: Mutex::new(State::default()) }) }
     }
 
-    /// Follows `task_id` through a shared stream: [`Frame::Accepted`] once a stream carries it,
-    /// then its frames' params; the channel closes when no stream carries it (not accepted, or
-    /// its stream ended): then poll.
-    pub(crate) fn subscribe(&self, task_id: &str) -> mpsc::UnboundedReceiver<Frame> {
-        let (frames, rx) = mpsc::unbounded_channel();
+    /// Follows `task_id` through a shared stream, telling `inbox` [`Frame::Accepted`] once a
+    /// stream carries it, then its frames' params, and [`Frame::Unlistened`] when no stream
+    /// carries it (not accepted, or its stream ended): then poll.
+    pub(crate) fn subscribe(&self, task_id: &str, inbox: Arc<Inbox>) {
         let mut state = self.shared.state.lock();
-        state.subscribers.insert(task_id.to_owned(), Subscriber { frames, stream: None });
+        state.subscribers.insert(task_id.to_owned(), Subscriber { inbox, stream: None });
         state.pending.push(task_id.to_owned());
         state.wake_opener(&self.shared);
-        rx
     }
 
     /// Stops following `task_id` (its driver finished or went away).
@@ -120,7 +125,7 @@ async fn open_pending(shared: Arc<Shared>) {
         let (ids, replaced) = {
             let mut state = shared.state.lock();
             let State { pending, subscribers, .. } = &mut *state;
-            pending.retain(|id| subscribers.get(id).is_some_and(|s| s.stream.is_none() && !s.frames.is_closed()));
+            pending.retain(|id| subscribers.get(id).is_some_and(|s| s.stream.is_none() && !s.inbox.is_closed()));
             if state.pending.is_empty() {
                 state.opening = false;
                 return;
@@ -155,13 +160,13 @@ async fn open_pending(shared: Arc<Shared>) {
                         Some(s) if accepted => {
                             // A task moved from a replaced stream was told already.
                             if s.stream.is_none() {
-                                let _ = s.frames.send(Frame::Accepted);
+                                s.tell(Frame::Accepted);
                             }
                             s.stream = Some(number);
                             carried.push(id.clone());
                         }
-                        // Not accepted: closing its channel makes its driver poll.
-                        Some(_) => drop(state.subscribers.remove(id)),
+                        // Not accepted: its driver polls.
+                        Some(_) => state.unlisten(id),
                         None => {}
                     }
                 }
@@ -179,7 +184,7 @@ async fn open_pending(shared: Arc<Shared>) {
             _ => {
                 for id in &ids {
                     if state.subscribers.get(id).is_some_and(|s| s.stream.is_none()) {
-                        state.subscribers.remove(id);
+                        state.unlisten(id);
                     }
                 }
             }
@@ -195,16 +200,16 @@ async fn pump(shared: Arc<Shared>, number: u64, mut updates: mpsc::Receiver<Valu
         let mut state = shared.state.lock();
         if let Some(s) = state.subscribers.get(&id)
             && s.stream == Some(number)
-            && s.frames.send(Frame::Update(params)).is_err()
+            && !s.tell(Frame::Update(params))
         {
-            state.subscribers.remove(&id);
+            state.subscribers.remove(&id); // its driver is gone
         }
     }
     let mut state = shared.state.lock();
     if let Some(stream) = state.streams.remove(&number) {
         for id in &stream.ids {
             if state.subscribers.get(id).is_some_and(|s| s.stream == Some(number)) {
-                state.subscribers.remove(id);
+                state.unlisten(id);
             }
         }
     }

@@ -60,7 +60,9 @@ pub trait ClientStore: Send + Sync + 'static {
 /// References in memory (lost on restart).
 #[derive(Debug, Default)]
 pub struct MemoryClientStore {
-    refs: Mutex<BTreeMap<(String, String), TaskReference>>,
+    /// Boxed: a map node holds eleven entries, most of them empty room in a small map, and an
+    /// inline reference is ~700 bytes.
+    refs: Mutex<BTreeMap<(String, String), Box<TaskReference>>>,
 }
 
 impl MemoryClientStore {
@@ -73,16 +75,23 @@ impl MemoryClientStore {
 #[async_trait]
 impl ClientStore for MemoryClientStore {
     async fn save(&self, reference: &TaskReference) -> Result<(), ClientError> {
-        self.refs.lock().insert((reference.endpoint.clone(), reference.task_id.clone()), reference.clone());
+        let key = (reference.endpoint.clone(), reference.task_id.clone());
+        self.refs.lock().insert(key, Box::new(reference.clone()));
         Ok(())
     }
 
     async fn pending(&self, endpoint: &str) -> Result<Vec<TaskReference>, ClientError> {
-        Ok(self.refs.lock().values().filter(|r| r.endpoint == endpoint && !r.delivered).cloned().collect())
+        Ok(self
+            .refs
+            .lock()
+            .values()
+            .filter(|r| r.endpoint == endpoint && !r.delivered)
+            .map(|r| (**r).clone())
+            .collect())
     }
 
     async fn get(&self, endpoint: &str, task_id: &str) -> Result<Option<TaskReference>, ClientError> {
-        Ok(self.refs.lock().get(&(endpoint.to_owned(), task_id.to_owned())).cloned())
+        Ok(self.refs.lock().get(&(endpoint.to_owned(), task_id.to_owned())).map(|r| (**r).clone()))
     }
 
     async fn forget(&self, endpoint: &str, task_id: &str, _outcome: &Outcome) -> Result<(), ClientError> {
