@@ -3,6 +3,7 @@
 //! (`error.rs`); file names mirror the core modules.
 
 mod client;
+mod delivery;
 mod engine;
 mod error;
 
@@ -45,8 +46,10 @@ fn prepare_exit(py: Python<'_>) {
 /// operation, a redo-log append or a cached read, because tokio workers finishing other
 /// futures take it in between): work that finishes without waiting comes back as a [`Ready`]
 /// awaitable, so it costs no hop to a tokio worker and back (measured ~0.2 ms per call here),
-/// nor the event loop's future machinery. Anything still pending after that poll is handed,
-/// unchanged, to pyo3-async-runtimes.
+/// nor the event loop's future machinery. Anything still pending after that poll runs on the
+/// runtime and settles an asyncio future through the loop's [`delivery::Delivery`] (a pipe the
+/// loop reads: the worker never takes the GIL); a loop that cannot watch a pipe gets
+/// pyo3-async-runtimes' `future_into_py` instead.
 pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = PyResult<T>> + Send + 'static,
@@ -68,13 +71,34 @@ where
         }
         // Completing hands the outcome to the event loop from a native thread, which must not
         // happen once the interpreter is shutting down: such a future stays pending instead.
-        Poll::Pending => pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let outcome = fut.await;
-            if shutting_down() {
-                std::future::pending::<()>().await;
-            }
-            outcome
-        }),
+        Poll::Pending => {
+            let event_loop = pyo3_async_runtimes::get_running_loop(py)?;
+            let Some(delivery) = delivery::Delivery::of(py, &event_loop) else {
+                return pyo3_async_runtimes::tokio::future_into_py(py, async move {
+                    let outcome = fut.await;
+                    if shutting_down() {
+                        std::future::pending::<()>().await;
+                    }
+                    outcome
+                });
+            };
+            let future = event_loop.call_method0("create_future")?;
+            let settle = future.clone().unbind();
+            let work = runtime.spawn(async move {
+                let outcome = fut.await;
+                if shutting_down() {
+                    return; // the future stays pending
+                }
+                delivery.push((
+                    settle,
+                    Box::new(move |py| {
+                        outcome.and_then(|v| v.into_pyobject(py).map(|v| v.into_any().unbind()).map_err(Into::into))
+                    }),
+                ));
+            });
+            future.call_method1("add_done_callback", (delivery::AbortOnCancel { work: work.abort_handle() },))?;
+            Ok(future)
+        }
     }
 }
 
