@@ -251,6 +251,22 @@ def serve(impl: str, port: int, store_dir: str) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error")
 
 
+def start_server(impl: str, store_dir: str, stderr: int | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``impl`` serving in a child process (``--serve``) on a free loopback port, once it accepts
+    connections (30 s at most): the process and its port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", impl, str(port), store_dir], stderr=stderr)
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, port
+
+
 def envelope() -> dict[str, Any]:
     return {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -262,18 +278,9 @@ def envelope() -> dict[str, Any]:
 async def over_http(impl: str, store_dir: str) -> dict[str, Any]:
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", impl, str(port), store_dir])
+    proc, port = start_server(impl, store_dir)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        for _ in range(600):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         counter = iter(range(1, 10**9))
         limits = httpx.Limits(max_connections=HTTP_CLIENTS, max_keepalive_connections=HTTP_CLIENTS)
         async with httpx.AsyncClient(timeout=60, limits=limits) as http:
@@ -331,19 +338,9 @@ async def over_http(impl: str, store_dir: str) -> dict[str, Any]:
 def loaded(impl: str, measure: str, seconds: float, connections: int, load_bin: str) -> dict[str, float]:
     """One measure against a fresh server of ``impl`` (its own process and store)."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_STORE_DIR")) as store_dir:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         # The servers' start and stop lines stay out of the table; a failing request is counted.
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", impl, str(port), store_dir],
-                                stderr=subprocess.DEVNULL)
+        proc, port = start_server(impl, store_dir, stderr=subprocess.DEVNULL)
         try:
-            for _ in range(600):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
             out = subprocess.run(
                 [load_bin, f"http://127.0.0.1:{port}/mcp", measure, "--connections", str(connections),
                  "--seconds", str(seconds)],
