@@ -243,18 +243,19 @@ async fn closing_the_client_closes_its_listen_streams() {
     let transport = recording(&url);
     let client = Client::with_transport(transport.clone()).memory_store().build().unwrap();
     let execution = task(client.call_tool("slow_hugepoll", json!({"ms": 20_000})).await.unwrap());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while transport.open_listens.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "no listen stream was opened");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("no listen stream was opened", || transport.open_listens.load(Ordering::SeqCst) > 0).await;
     client.close().await;
+    wait_until("the listen stream outlived the client", || transport.open_listens.load(Ordering::SeqCst) == 0).await;
+    drop(execution);
+}
+
+/// Waits until `done()` holds, checking every 10 ms; fails with `failure` after 10 s.
+async fn wait_until(failure: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while transport.open_listens.load(Ordering::SeqCst) > 0 {
-        assert!(Instant::now() < deadline, "the listen stream outlived the client");
+    while !done() {
+        assert!(Instant::now() < deadline, "{failure}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    drop(execution);
 }
 
 /// A task that is finished by the time the client first reads it costs a create and that one
