@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
@@ -19,13 +19,14 @@ type Completion = (Py<PyAny>, Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> 
 /// The completions of one event loop, and the pipe that wakes it.
 pub(crate) struct Delivery {
     queue: Mutex<Vec<Completion>>,
-    reader: Mutex<std::io::PipeReader>,
-    writer: Mutex<std::io::PipeWriter>,
+    reader: std::io::PipeReader,
+    writer: std::io::PipeWriter,
 }
 
-/// Each loop's delivery, by the loop's `id()`: removed (and its pipe closed) when the loop is
-/// collected, before the id can name another loop.
-static DELIVERIES: Mutex<Option<HashMap<usize, Arc<Delivery>>>> = Mutex::new(None);
+/// Each loop's delivery, by the loop's `id()` (`None` for a loop that cannot watch a pipe, so it
+/// is not asked again): removed (and its pipe closed) when the loop is collected, before the id
+/// can name another loop.
+static DELIVERIES: LazyLock<Mutex<HashMap<usize, Option<Arc<Delivery>>>>> = LazyLock::new(Mutex::default);
 
 impl Delivery {
     /// The delivery of `event_loop` (the running loop), made and registered with the loop's
@@ -33,21 +34,20 @@ impl Delivery {
     /// falls back to `call_soon_threadsafe`).
     pub(crate) fn of(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> Option<Arc<Self>> {
         let key = event_loop.as_ptr() as usize;
-        if let Some(found) = DELIVERIES.lock().get_or_insert_with(HashMap::new).get(&key) {
-            return Some(Arc::clone(found));
+        if let Some(found) = DELIVERIES.lock().get(&key) {
+            return found.clone();
         }
         let (reader, writer) = std::io::pipe().ok()?;
         let fd = reader.as_raw_fd();
-        let delivery =
-            Arc::new(Self { queue: Mutex::new(Vec::new()), reader: Mutex::new(reader), writer: Mutex::new(writer) });
+        let delivery = Arc::new(Self { queue: Mutex::new(Vec::new()), reader, writer });
         // When the loop goes, so do its delivery and pipe (set up first: a loop that cannot be
-        // watched this way gets no reader).
+        // watched this way gets no reader). Without a finalizer nothing is remembered for it.
         let forget = Bound::new(py, Forget { key }).ok()?;
         py.import("weakref").ok()?.call_method1("finalize", (event_loop, forget)).ok()?;
         let drain = Bound::new(py, Drain { delivery: Arc::clone(&delivery) }).ok()?;
-        event_loop.call_method1("add_reader", (fd, drain)).ok()?;
-        DELIVERIES.lock().get_or_insert_with(HashMap::new).insert(key, Arc::clone(&delivery));
-        Some(delivery)
+        let watched = event_loop.call_method1("add_reader", (fd, drain)).is_ok().then_some(delivery);
+        DELIVERIES.lock().insert(key, watched.clone());
+        watched
     }
 
     /// Queues `future`'s outcome, and wakes the loop if nothing was queued before it. Never
@@ -61,7 +61,7 @@ impl Delivery {
         if was_empty {
             // At most a byte or two are ever unread (one per empty -> queued change between two
             // drains), so the write never waits for the reader.
-            let _ = self.writer.lock().write(&[1]);
+            let _ = (&self.writer).write(&[1]);
         }
     }
 
@@ -70,7 +70,7 @@ impl Delivery {
         // The pipe is emptied before the queue is taken: a completion queued after the take
         // writes a byte that wakes the next drain.
         let mut bytes = [0u8; 64];
-        let _ = self.reader.lock().read(&mut bytes);
+        let _ = (&self.reader).read(&mut bytes);
         let completions = std::mem::take(&mut *self.queue.lock());
         for (future, make) in completions {
             let future = future.bind(py);
@@ -111,9 +111,7 @@ pub(crate) struct Forget {
 #[pymethods]
 impl Forget {
     fn __call__(&self) {
-        if let Some(map) = DELIVERIES.lock().as_mut() {
-            map.remove(&self.key);
-        }
+        DELIVERIES.lock().remove(&self.key);
     }
 }
 

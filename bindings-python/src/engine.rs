@@ -745,13 +745,11 @@ impl PyServer {
             // A listen streams through mcp's request (its back channel); a synchronous call's
             // tool is checked against mcp's tools by `tool_call`.
             Decision::Route(routed) if !matches!(routed.route, Route::Listen { .. }) => {
-                let tool = match &routed.route {
-                    Route::CallTool(call) => Some(call.name.clone()),
-                    _ => None,
-                };
-                let plain = match &routed.route {
-                    Route::CallTool(call) => call.request_state.is_none() && call.input_responses.is_none(),
-                    _ => true,
+                let (tool, plain) = match &routed.route {
+                    Route::CallTool(call) => {
+                        (Some(call.name.clone()), call.request_state.is_none() && call.input_responses.is_none())
+                    }
+                    _ => (None, true),
                 };
                 let routed = PyRouted {
                     tool,
@@ -820,18 +818,11 @@ impl PyServer {
         headers: HeaderPairs,
         principal: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let route = self.route(method, params, &headers)?;
-        let task_id = match &route {
-            Routing::Route(
-                Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. },
-            ) => task_id.clone(),
-            _ => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "Server.handle serves tasks/get, tasks/update and tasks/cancel, not {method}"
-                )));
-            }
+        let route = match self.route(method, params, &headers)? {
+            Routing::Route(route) => route,
+            Routing::Answer(_) => return Err(not_tasks("Server.handle", method)),
         };
-        let Routing::Route(route) = route else { unreachable!("matched above") };
+        let task_id = tasks_task_id(&route).ok_or_else(|| not_tasks("Server.handle", method))?;
         let engine = self.engine.clone();
         let callbacks = Arc::clone(&self.callbacks);
         crate::awaitable(py, async move {
@@ -877,6 +868,23 @@ impl PyServer {
             Ok(Some(PyListen { frames, ack, inner: Arc::new(tokio::sync::Mutex::new(subscription)) }))
         })
     }
+}
+
+/// The task a `tasks/get`, `tasks/update` or `tasks/cancel` route names; `None` for any other.
+fn tasks_task_id(route: &Route) -> Option<String> {
+    match route {
+        Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. } => {
+            Some(task_id.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The misuse of calling `what` (which serves `tasks/*`) with another `method`.
+fn not_tasks(what: &str, method: &str) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(format!(
+        "{what} serves tasks/get, tasks/update and tasks/cancel, not {method}"
+    ))
 }
 
 /// Bodies up to this size are routed by [`PyServer::gate`] without releasing the GIL.
@@ -943,12 +951,7 @@ impl PyRouted {
     /// `(status, headers, body)`, the reply (a protocol error included) as the Rust host sends it.
     fn perform<'py>(&self, py: Python<'py>, principal: String) -> PyResult<Bound<'py, PyAny>> {
         let Routed { reply, principal, route } = self.take(principal)?;
-        let task_id = match &route {
-            Route::GetTask { task_id } | Route::CancelTask { task_id } | Route::UpdateTask { task_id, .. } => {
-                task_id.clone()
-            }
-            _ => return Err(pyo3::exceptions::PyValueError::new_err("Routed.perform serves tasks/*: use create")),
-        };
+        let task_id = tasks_task_id(&route).ok_or_else(|| not_tasks("Routed.perform", "tools/call"))?;
         let (engine, callbacks) = (self.engine.clone(), Arc::clone(&self.callbacks));
         crate::awaitable(py, async move {
             let answer = match engine.serve(&principal, route).await {

@@ -79,6 +79,18 @@ class TaskConfig:
     max_attempts: int | None = None
     backoff_ms: int | None = None
 
+    def _options(self) -> dict[str, Any]:
+        """The task options as the native engine takes them (``create_task``, ``enqueue_task``,
+        ``Routed.create``): ``ttl_ms=None`` is the engine's default, ``unlimited_ttl`` none."""
+        ttl = self.ttl_ms
+        return {
+            "ttl_ms": None if ttl in ("default", None) else ttl,
+            "unlimited_ttl": ttl is None,
+            "poll_interval_ms": self.poll_interval_ms,
+            "max_attempts": self.max_attempts,
+            "backoff_ms": self.backoff_ms,
+        }
+
 
 class _AnyParams(RequestParams):
     """Accepts any ``tasks/*`` params: the core dispatcher checks them (from ``ctx.params``), so
@@ -605,8 +617,6 @@ class TasksExtension(Extension):
             answer = await config.prepare(params, ctx)
             if answer is not None:
                 return answer
-        ttl = config.ttl_ms
-        ttl_ms = None if ttl in ("default", None) else ttl
         responses = _wire_responses(params)
         if self._execution == "workers":
             # A front-end: the task waits in the store for a worker (serve_worker) to run it.
@@ -614,25 +624,17 @@ class TasksExtension(Extension):
                 self._principal(ctx),
                 params.name,
                 params.arguments or {},
-                ttl_ms=ttl_ms,  # type: ignore[arg-type]
-                unlimited_ttl=ttl is None,
-                poll_interval_ms=config.poll_interval_ms,
-                max_attempts=config.max_attempts,
-                backoff_ms=config.backoff_ms,
                 input_responses=responses,
+                **config._options(),
             )
         resumable = config.max_attempts is not None
         created, task = await self._engine.create_task(
             self._principal(ctx),
             params.name,
-            ttl_ms=ttl_ms,  # type: ignore[arg-type]
-            unlimited_ttl=ttl is None,
-            poll_interval_ms=config.poll_interval_ms,
             # Kept with a resumable task only: a later attempt runs the call again.
             arguments=(params.arguments or {}) if resumable else None,
-            max_attempts=config.max_attempts,
-            backoff_ms=config.backoff_ms,
             input_responses=responses if resumable else None,
+            **config._options(),
         )
         if self._runs_without_request(params.name):
             # The tool cannot see the request (no Context parameter, no resolvers, no interceptor
@@ -641,10 +643,7 @@ class TasksExtension(Extension):
             # cycle: most of a task's memory, measured by bench/memory) goes with the answer.
             # The runner still copies the request's context variables (the access token that
             # mcp's get_access_token() reads).
-            # Only what mcp's handler reads of a call to a tool without resolvers: not the
-            # request's `_meta` and answers, which would keep the decoded body alive.
-            slim = CallToolRequestParams(name=params.name, arguments=params.arguments)
-            self._spawn(functools.partial(self._mcp_server._handle_call_tool, None, slim), task)
+            self._spawn_without_request(params.name, params.arguments, task)
         else:
             session = ctx.session
             outbound = session._request_outbound  # type: ignore[attr-defined]
@@ -687,18 +686,9 @@ class TasksExtension(Extension):
             or not self._alone_tool(tool)
         ):
             return None
-        ttl = config.ttl_ms
-        reply, task, arguments = await routed.create(
-            default_principal(None),  # type: ignore[arg-type]
-            ttl_ms=None if ttl in ("default", None) else ttl,  # type: ignore[arg-type]
-            unlimited_ttl=ttl is None,
-            poll_interval_ms=config.poll_interval_ms,
-            max_attempts=config.max_attempts,
-            backoff_ms=config.backoff_ms,
-        )
+        reply, task, arguments = await routed.create(default_principal(None), **config._options())  # type: ignore[arg-type]
         if task is not None:
-            slim = CallToolRequestParams(name=tool, arguments=arguments)
-            self._spawn(functools.partial(server._handle_call_tool, None, slim), task)
+            self._spawn_without_request(tool, arguments, task)
         return reply
 
     def _passes_by(self, middleware: Any) -> bool:
@@ -731,6 +721,14 @@ class TasksExtension(Extension):
             alone = "x-mcp-header" not in json.dumps(schema)
         self._alone[tool] = (found, alone)
         return alone
+
+    def _spawn_without_request(self, tool: str, arguments: dict[str, Any] | None, task: _native.TaskContext) -> None:
+        """Runs ``tool`` for ``task`` through mcp's own tool handler, without a request (see
+        ``_runs_without_request``). Only what that handler reads of a call to a tool without
+        resolvers goes with it: not a request's ``_meta`` and answers, which would keep its
+        decoded body alive."""
+        slim = CallToolRequestParams(name=tool, arguments=arguments)
+        self._spawn(functools.partial(self._mcp_server._handle_call_tool, None, slim), task)
 
     def _spawn(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext) -> None:
         """Runs a task's work in the background; tasks/cancel (or expiry) cancels it."""
