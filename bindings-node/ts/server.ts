@@ -17,15 +17,19 @@ import type { Socket } from "node:net";
 import {
   type AuthInfo,
   type CreateMcpHandlerOptions,
+  type JSONRPCMessage,
   type McpHttpHandler,
   type McpRequestContext,
   McpServer,
+  type MessageExtraInfo,
   ProtocolError,
   type Server,
+  type Transport,
   createMcpHandler,
 } from "@modelcontextprotocol/server";
 
 import type * as NativeModule from "../native.js";
+import { type CallMessage, type Direct, connectDirect, declaresAtMost, factoryContext, runsDirect } from "./direct.js";
 import { mapped, mappedSync } from "./errors.js";
 import { native } from "./native.js";
 
@@ -187,7 +191,7 @@ interface Run {
 /** The run of each SDK exchange that runs a task's tool, by the exchange's request: the SDK
  * hands that same request to the factory (`requestInfo`) and to the tool (`ctx.http.req`). A
  * weak map, not an `AsyncLocalStorage`, which would slow every promise of the process. */
-const runs = new WeakMap<Request, Run>();
+const runs = new WeakMap<object, Run>();
 
 /** The task the tool runs as, from the tool's context (its last argument), or `undefined` when
  * it runs synchronously:
@@ -414,6 +418,12 @@ export class TasksServer {
   readonly #sdkTools = new Set<string>();
   #checker: ReturnType<typeof setInterval> | undefined;
   #executing = false;
+  /** The server that runs ctx-free tools directly when the factory reads no request context:
+   * made once, on the first task that can use it (`undefined` once it turned out it cannot). */
+  #shared: Promise<Direct | undefined> | undefined;
+  /** Tools seen to need the exchange on a factory that reads the request context (so its
+   * server is not made twice per task for them). */
+  readonly #exchangeTools = new Set<string>();
 
   private constructor(nativeServer: NativeModule.NativeServer, options: TasksServerOptions) {
     this.#native = nativeServer;
@@ -487,6 +497,11 @@ export class TasksServer {
     };
     const sdk = createMcpHandler(wrapped, options);
     this.#factory = wrapped;
+    // A factory declaring no parameter makes the same server for every request: one instance
+    // of it can run every task of a ctx-free tool. One that reads the request context (its
+    // caller, its headers) makes a server per task for it, still without an exchange.
+    this.#factoryReadsContext = !declaresAtMost(factory, 0);
+    this.#shared = undefined;
     // Resumable tasks a dead process left run again through this handler's SDK (the first
     // handler's, when there are several).
     if (!this.#executing && !this.#native.acceptsOnly) {
@@ -605,6 +620,36 @@ export class TasksServer {
 
   /** The factory of the latest `handler(...)`, wrapped (for `#sdkServes`). */
   #factory: ((ctx: McpRequestContext) => Promise<McpServer | Server>) | undefined;
+  /** Whether that factory declares a parameter (see `handler`). */
+  #factoryReadsContext = true;
+
+  /**
+   * The server a task of `tool` runs on directly, and whether it is this task's own (closed
+   * after the run); `undefined` when the task runs through an SDK exchange (a tool that takes
+   * `ctx`, a low-level `Server`, an SDK without what the direct run reads: see `direct.ts`).
+   */
+  async #directFor(tool: string, exchange: Exchange): Promise<{ direct: Direct; own: boolean } | undefined> {
+    const factory = this.#factory;
+    if (factory === undefined) {
+      return undefined;
+    }
+    if (!this.#factoryReadsContext) {
+      this.#shared ??= (async () =>
+        connectDirect(await factory(factoryContext(undefined, exchangeRequest(exchange))), PROTOCOL_VERSION))();
+      const direct = await this.#shared;
+      return direct !== undefined && runsDirect(direct.server, tool) ? { direct, own: false } : undefined;
+    }
+    if (this.#exchangeTools.has(tool)) {
+      return undefined;
+    }
+    const product = await factory(factoryContext(exchange.authInfo, exchangeRequest(exchange)));
+    if (!(product instanceof McpServer) || !runsDirect(product, tool)) {
+      this.#exchangeTools.add(tool);
+      return undefined;
+    }
+    const direct = await connectDirect(product, PROTOCOL_VERSION);
+    return direct === undefined ? undefined : { direct, own: true };
+  }
 
   /**
    * Whether the SDK serves `tool`: a tool its servers were seen to serve, or else one the server
@@ -689,20 +734,15 @@ export class TasksServer {
     this.#start(sdk, task, claim.principal, exchange, claim.body);
   }
 
-  #start(
-    sdk: McpHttpHandler,
-    task: NativeModule.NativeTask,
-    principal: string,
-    exchange: { url: string; headers: Headers; authInfo: AuthInfo | undefined },
-    body: Buffer,
-  ): void {
+  #start(sdk: McpHttpHandler, task: NativeModule.NativeTask, principal: string, exchange: Exchange, body: Buffer): void {
     const taskId = task.taskId;
     const entry: Running = { task, abort: new AbortController() };
     this.#running.set(taskId, entry);
     // A cancel or an expiry this process did not serve (another worker's, a sweep's) is
     // noticed as often as the engine sweeps.
     this.#checker ??= setInterval(() => this.#stopCancelled(), this.#native.sweepIntervalMs).unref();
-    entry.run = runTask(sdk, entry, taskId, principal, exchange, body).finally(() => {
+    const direct = (tool: string) => this.#directFor(tool, exchange);
+    entry.run = runTask(sdk, direct, entry, taskId, principal, exchange, body).finally(() => {
       this.#running.delete(taskId);
       if (this.#running.size === 0 && this.#checker !== undefined) {
         clearInterval(this.#checker);
@@ -940,41 +980,73 @@ class RunningTask implements CurrentTask {
   }
 }
 
+/** What a task's run through the SDK knows of the call that created it. */
+interface Exchange {
+  url: string;
+  headers: Headers;
+  authInfo: AuthInfo | undefined;
+}
+
+/** The fetch `Request` of an exchange, without a body (the SDK is handed the parsed message). */
+function exchangeRequest(exchange: Exchange, signal?: AbortSignal): Request {
+  return new Request(exchange.url, { method: "POST", headers: exchange.headers, ...(signal !== undefined && { signal }) });
+}
+
+/** The protocol revision core serves, which a direct run's server is set to. */
+const PROTOCOL_VERSION: string = (native as Native).PROTOCOL_VERSION;
+
 /**
  * Runs a task's tool through the SDK until it ends the task. Every round is one `tools/call`
- * exchange with the SDK handler, so the tool gets the SDK's validation and context; the first
- * round sends the client's own request body. The core settles the task from each answer (in
- * `settle`, off this thread); an answer that asks for input moves the task to
- * `input_required`, and the next round carries the answers `tasks/update` gave. Never throws:
- * whatever happens, the task ends terminal.
+ * the SDK answers, so the tool gets the SDK's validation; the first round sends the client's
+ * own message. A tool that takes no context runs directly on a server instance (`direct.ts`);
+ * any other runs in an exchange with the SDK's HTTP handler, which gives it its context. The
+ * core settles the task from each answer (in `settle`, off this thread); an answer that asks for
+ * input moves the task to `input_required`, and the next round carries the answers `tasks/update`
+ * gave. Never throws: whatever happens, the task ends terminal.
  */
 async function runTask(
   sdk: McpHttpHandler,
+  directFor: (tool: string) => Promise<{ direct: Direct; own: boolean } | undefined>,
   entry: Running,
   taskId: string,
   principal: string,
-  exchange: { url: string; headers: Headers; authInfo: AuthInfo | undefined },
+  exchange: Exchange,
   body: Buffer,
 ): Promise<void> {
   const { task: native, abort } = entry;
   const task = new RunningTask(native, taskId, principal, abort.signal);
   const { authInfo } = exchange;
-  // The first round sends the client's body as it came; later rounds carry the answers.
-  let retry: string | undefined;
+  let message = JSON.parse(body.toString("utf8")) as CallMessage;
+  let chosen: { direct: Direct; own: boolean } | undefined;
   try {
+    chosen = await directFor(String(message.params?.name));
     for (;;) {
       const run: Run = { task };
-      // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand it a
-      // body already read), so the request carries none: the SDK would otherwise clone the
-      // request and read the clone's body stream, which cost more than the parse.
-      const request = new Request(exchange.url, { method: "POST", headers: exchange.headers, signal: abort.signal });
-      runs.set(request, run);
-      const parsedBody = JSON.parse(retry ?? body.toString("utf8")) as unknown;
-      const response = await sdk.fetch(request, authInfo === undefined ? { parsedBody } : { authInfo, parsedBody });
-      if (abort.signal.aborted) {
-        return; // cancelled or expired: the task is terminal already
+      let bytes: Buffer;
+      if (chosen !== undefined) {
+        // The tool cannot see the run's context, so any object stands for the request the
+        // `ProtocolError` wrapper finds the run by.
+        const key = {};
+        runs.set(key, run);
+        const extra = authInfo === undefined ? { request: key as Request } : { authInfo, request: key as Request };
+        const answer = await chosen.direct.transport.call(message, extra);
+        if (abort.signal.aborted) {
+          return; // cancelled or expired: the task is terminal already
+        }
+        bytes = Buffer.from(JSON.stringify(answer));
+      } else {
+        // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand it
+        // a body already read), so the request carries none: the SDK would otherwise clone the
+        // request and read the clone's body stream, which cost more than the parse.
+        const request = exchangeRequest(exchange, abort.signal);
+        runs.set(request, run);
+        const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
+        const response = await sdk.fetch(request, options);
+        if (abort.signal.aborted) {
+          return; // cancelled or expired: the task is terminal already
+        }
+        bytes = Buffer.from(await response.arrayBuffer());
       }
-      const bytes = Buffer.from(await response.arrayBuffer());
       if (run.thrown !== undefined) {
         const [code, message, data] = rpcError(run.thrown);
         await mapped(() => native.fail(code, message, data));
@@ -987,10 +1059,10 @@ async function runTask(
       }
       // The tool asked for input and has the answers now: run it again with them, as an MRTR
       // retry would (rare: parsed again here, as the SDK may have changed the object it got).
-      const message = JSON.parse(retry ?? body.toString("utf8")) as { params: Record<string, unknown> };
-      const { inputResponses: _old, requestState: _state, ...params } = message.params;
+      const original = JSON.parse(body.toString("utf8")) as CallMessage;
+      const { inputResponses: _old, requestState: _state, ...params } = original.params ?? {};
       const answers = JSON.parse(next) as Record<string, unknown>;
-      retry = JSON.stringify({ ...message, params: { ...params, ...answers } });
+      message = { ...original, params: { ...params, ...answers } };
     }
   } catch (error) {
     if (abort.signal.aborted) {
@@ -1000,6 +1072,10 @@ async function runTask(
     const text = error instanceof Error ? error.message : String(error);
     // The store may refuse too (the task ended meanwhile): nothing is left to do then.
     await native.failException(kind, text).catch(() => false);
+  } finally {
+    if (chosen?.own === true) {
+      void chosen.direct.server.close().catch(() => undefined);
+    }
   }
 }
 

@@ -1,0 +1,182 @@
+// The direct run of ctx-free tools (ts/direct.ts): a task of a tool whose callback declares no
+// context runs on a connected server instance instead of an SDK exchange. These tests fail when
+// @modelcontextprotocol/server changes what the direct run reads, and check that both paths end
+// a task the same way, byte for byte, for every kind of answer a tool can give.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { McpServer, ProtocolError } from "@modelcontextprotocol/server";
+import * as z from "zod";
+
+import { TasksServer, currentTask } from "../dist/server.js";
+import { declaresAtMost } from "../dist/direct.js";
+import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
+
+const meta = {
+  "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+  "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
+};
+
+/** One JSON-RPC request to a handler's fetch face; resolves to the parsed answer. */
+async function rpc(handler, method, params, name, authInfo) {
+  const request = new Request("http://localhost/mcp", {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": PROTOCOL_VERSION,
+      "mcp-method": method,
+      "mcp-name": name,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: meta } }),
+  });
+  return JSON.parse(await (await handler.fetch(request, authInfo === undefined ? {} : { authInfo })).text());
+}
+
+/** Creates a task of `name`, lets it run, and answers the task as `tasks/get` sees it, without
+ * what differs between any two tasks (id, times). */
+async function outcome(tasks, handler, name, args, authInfo) {
+  const created = await rpc(handler, "tools/call", { name, arguments: args }, name, authInfo);
+  assert.equal(created.result?.resultType, "task", JSON.stringify(created));
+  await tasks.drain();
+  const { taskId } = created.result;
+  const read = await rpc(handler, "tasks/get", { taskId }, taskId, authInfo);
+  const { taskId: _id, createdAt: _c, lastUpdatedAt: _u, ...rest } = read.result;
+  return JSON.stringify(rest);
+}
+
+/** The tools of both servers: each answers one way a tool can; `ctx` makes every callback declare
+ * a context parameter (the exchange's path), or none (the direct path). */
+function register(server, withCtx) {
+  const tool = (fn) => (withCtx ? (args, ctx) => fn(args, ctx) : (args) => fn(args));
+  const bare = (fn) => (withCtx ? (ctx) => fn(ctx) : () => fn());
+  server.registerTool("text", { description: "text" }, bare(async () => ({ content: [{ type: "text", text: "ok" }] })));
+  server.registerTool(
+    "typed",
+    { inputSchema: { n: z.number() }, outputSchema: { v: z.number() } },
+    tool(async ({ n }) => ({ structuredContent: { v: n } })),
+  );
+  server.registerTool(
+    "badOutput",
+    { inputSchema: { n: z.number() }, outputSchema: { v: z.string() } },
+    tool(async ({ n }) => ({ structuredContent: { v: n } })),
+  );
+  server.registerTool("throws", { inputSchema: { n: z.number() } }, tool(async () => { throw new Error("it broke"); }));
+  server.registerTool(
+    "refuses",
+    { inputSchema: { n: z.number() } },
+    tool(async () => { throw new ProtocolError(-32602, "not that", { why: "test" }); }),
+  );
+  server.registerTool("malformed", { inputSchema: { n: z.number() } }, tool(async () => ({ content: "not a list" })));
+  server.registerTool("nonObject", { inputSchema: { n: z.number() }, outputSchema: z.number() }, tool(async ({ n }) => ({ structuredContent: n })));
+  const gone = server.registerTool("disabled", { description: "off" }, bare(async () => ({ content: [] })));
+  gone.disable();
+}
+
+const CASES = [
+  ["text", {}],
+  ["typed", { n: 3 }],
+  ["typed", { n: "three" }],
+  ["typed", {}],
+  ["badOutput", { n: 1 }],
+  ["throws", { n: 1 }],
+  ["refuses", { n: 1 }],
+  ["malformed", { n: 1 }],
+  ["nonObject", { n: 4 }],
+  ["disabled", {}],
+  ["unregistered", {}],
+];
+
+async function open(factory) {
+  const tools = Object.fromEntries(CASES.map(([name]) => [name, "optional"]));
+  const tasks = await TasksServer.open({ store: "memory://", tools });
+  return { tasks, handler: tasks.handler(factory) };
+}
+
+test("the SDK still has what the direct run reads", () => {
+  const server = new McpServer({ name: "probe", version: "1.0.0" });
+  server.registerTool("t", { inputSchema: { n: z.number() } }, async () => ({ content: [] }));
+  const registry = server._registeredTools;
+  assert.equal(typeof registry, "object", "McpServer._registeredTools");
+  assert.equal(typeof registry.t.handler, "function", "a registered tool's handler");
+  assert.ok("inputSchema" in registry.t && "enabled" in registry.t && "scopeChallenge" in registry.t);
+  assert.ok("_negotiatedProtocolVersion" in server.server, "Server._negotiatedProtocolVersion");
+  assert.equal(typeof server.toolInputSchemaJson, "function");
+});
+
+test("a ctx-free tool's task ends as it does through an exchange, for every kind of answer", async () => {
+  let directMade = 0;
+  let exchangeMade = 0;
+  const direct = await open(() => {
+    directMade++;
+    const server = new McpServer({ name: "same", version: "1.0.0" });
+    register(server, false);
+    return server;
+  });
+  const exchange = await open(() => {
+    exchangeMade++;
+    const server = new McpServer({ name: "same", version: "1.0.0" });
+    register(server, true);
+    return server;
+  });
+  try {
+    for (const [name, args] of CASES) {
+      const fast = await outcome(direct.tasks, direct.handler, name, args);
+      const slow = await outcome(exchange.tasks, exchange.handler, name, args);
+      assert.equal(fast, slow, `${name} ${JSON.stringify(args)}`);
+    }
+    // The factory declares no parameter: one server ran every direct task (the disabled and
+    // unregistered tools went through the exchange, which makes one each).
+    assert.equal(directMade, 1 + 2);
+    assert.ok(exchangeMade >= CASES.length, `${exchangeMade} servers made for the exchanges`);
+  } finally {
+    direct.tasks.close();
+    exchange.tasks.close();
+  }
+});
+
+test("a factory that reads the request gets each task's caller, and tools that take ctx keep the exchange", async () => {
+  const seen = [];
+  const tasks = await TasksServer.open({ store: "memory://", tools: { whoami: "optional", own: "optional" } });
+  const handler = tasks.handler((ctx) => {
+    const server = new McpServer({ name: "per-caller", version: "1.0.0" });
+    const caller = ctx.authInfo?.clientId ?? "nobody";
+    server.registerTool("whoami", { description: "the caller" }, async () => {
+      seen.push(caller);
+      return { content: [{ type: "text", text: caller }] };
+    });
+    server.registerTool("own", { description: "its task" }, async (c) => ({
+      content: [{ type: "text", text: String(currentTask(c)?.taskId !== undefined && c.http?.req instanceof Request) }],
+    }));
+    return server;
+  });
+  try {
+    const auth = (clientId) => ({ token: clientId, clientId, scopes: [] });
+    const alice = await outcome(tasks, handler, "whoami", {}, auth("alice"));
+    const bob = await outcome(tasks, handler, "whoami", {}, auth("bob"));
+    assert.match(alice, /"text":"alice"/);
+    assert.match(bob, /"text":"bob"/);
+    assert.deepEqual(seen, ["alice", "bob"]);
+    assert.match(await outcome(tasks, handler, "own", {}), /"text":"true"/);
+  } finally {
+    tasks.close();
+  }
+});
+
+test("a callback's declared parameters are read from its source", () => {
+  assert.equal(declaresAtMost(async () => 1, 0), true);
+  assert.equal(declaresAtMost(async (args) => args, 1), true);
+  assert.equal(declaresAtMost(async (args) => args, 0), false);
+  assert.equal(declaresAtMost(async ({ a, b }) => a + b, 1), true);
+  assert.equal(declaresAtMost(async ({ a = [1, 2] } = {}) => a, 1), true);
+  assert.equal(declaresAtMost(async (args, ctx = undefined) => ctx, 1), false, "a default value still declares ctx");
+  assert.equal(declaresAtMost(async (...all) => all, 1), false, "a rest parameter may read ctx");
+  assert.equal(declaresAtMost(async function (args) { return arguments[1]; }, 1), false, "arguments may read ctx");
+  assert.equal(declaresAtMost(async function named(args) { return args; }, 1), true);
+  assert.equal(declaresAtMost((x) => x, 1), true);
+  assert.equal(declaresAtMost(x => x, 0), false);
+  const object = { async method(args) { return args; } };
+  assert.equal(declaresAtMost(object.method, 1), true);
+  assert.equal(declaresAtMost(((a) => a).bind(null), 1), false, "a bound function's source cannot be read");
+  assert.equal(declaresAtMost("not a function", 1), false);
+});
