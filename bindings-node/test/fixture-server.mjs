@@ -23,9 +23,9 @@ const text = (value) => ({ content: [{ type: "text", text: value }] });
 /** The Rust fixture host's principal: a hash of the Authorization header, so a task created
  * with one header is another caller's task for a request with another. A test fixture without
  * real auth; a deployment passes its auth middleware's `authInfo` (the default principal). */
-function authorizationPrincipal({ request }) {
-  const value = request.headers.get("authorization");
-  return value === null ? "anonymous" : `auth:${createHash("sha256").update(value).digest("hex")}`;
+function authorizationPrincipal({ header }) {
+  const value = header("authorization");
+  return value === undefined ? "anonymous" : `auth:${createHash("sha256").update(value).digest("hex")}`;
 }
 
 /** The MRTR round of test_tool_with_task: ask for user_name before any task exists. */
@@ -63,6 +63,20 @@ export function fixtureServer() {
     },
     async ({ seconds, label }, ctx) => {
       await sleep(Math.max(seconds, 0) * 1000, ctx.mcpReq.signal);
+      return text(`Computed ${label} in ${seconds}s`);
+    },
+  );
+  // slow_compute's twin for a tool that takes no context (it runs without an SDK exchange; it
+  // cannot see a cancel, so it sleeps on after one, while its task is cancelled at once):
+  // `tests/reliability/load.py node --tool slow_compute_plain` measures that path.
+  server.registerTool(
+    "slow_compute_plain",
+    {
+      description: "Sleeps `seconds` then answers; takes no context.",
+      inputSchema: z.object({ seconds: z.number().default(1), label: z.string().default("job") }),
+    },
+    async ({ seconds, label }) => {
+      await sleep(Math.max(seconds, 0) * 1000);
       return text(`Computed ${label} in ${seconds}s`);
     },
   );
@@ -117,6 +131,7 @@ export async function openTasks(store) {
     principal: authorizationPrincipal,
     tools: {
       slow_compute: { mode: "optional", pollIntervalMs: 200 },
+      slow_compute_plain: { mode: "optional", pollIntervalMs: 200 },
       failing_job: { mode: "required", pollIntervalMs: 200 },
       protocol_error_job: { mode: "optional", pollIntervalMs: 200 },
       confirm_delete: { mode: "optional", pollIntervalMs: 200 },

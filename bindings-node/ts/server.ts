@@ -94,8 +94,10 @@ export interface TaskToolConfig {
 export interface PrincipalInfo {
   /** What the caller's auth middleware validated (the same `authInfo` the SDK passes to tools). */
   authInfo?: AuthInfo;
-  /** The HTTP request. */
+  /** The HTTP request (built when first read: reading one header through `header` is cheaper). */
   request: Request;
+  /** The value of the request header `name` (any case; the first when repeated), or `undefined`. */
+  header(name: string): string | undefined;
 }
 
 /** Options of `TasksServer.open`. Absent settings take the core's defaults. */
@@ -389,6 +391,17 @@ interface Incoming {
 /** What to send back: a reply core built, or a `Response` (the SDK's, a listen stream). */
 type Answer = { reply: HttpReply } | { response: Response };
 
+/** The first value of header `name` in flat raw pairs, any case. */
+function rawHeader(raw: string[], name: string): string | undefined {
+  const wanted = name.toLowerCase();
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === wanted) {
+      return raw[i + 1];
+    }
+  }
+  return undefined;
+}
+
 /** Every header core reads, as flat pairs (repeats kept, so core can refuse them). */
 function coreHeaders(raw: string[]): string[] {
   const out: string[] = [];
@@ -403,8 +416,22 @@ function coreHeaders(raw: string[]): string[] {
 /** A running task of this process, how to stop its work, and its run (to drain). */
 interface Running {
   task: NativeModule.NativeTask;
-  abort: AbortController;
+  /** Why the work was stopped (cancel or expiry), once it was. */
+  stopped?: Error;
+  /** Made when a signal is first asked for (`signalOf`): a ctx-free tool's run never does. */
+  abort?: AbortController;
   run?: Promise<void>;
+}
+
+/** The signal that fires when `entry`'s work is stopped (already fired if it was). */
+function signalOf(entry: Running): AbortSignal {
+  if (entry.abort === undefined) {
+    entry.abort = new AbortController();
+    if (entry.stopped !== undefined) {
+      entry.abort.abort(entry.stopped);
+    }
+  }
+  return entry.abort.signal;
 }
 
 /** The tasks extension for TypeScript servers: core's dispatcher and engine over one store. */
@@ -557,6 +584,7 @@ export class TasksServer {
         get request() {
           return (request ??= incoming.request());
         },
+        header: (name) => rawHeader(incoming.rawHeaders, name),
       });
     }
     const decided = mappedSync(() =>
@@ -719,7 +747,7 @@ export class TasksServer {
 
   /** Runs a created task's tool in the background, registered so a cancel can stop it. */
   #run(sdk: McpHttpHandler, task: NativeModule.NativeTask, principal: string, incoming: Incoming): void {
-    const exchange = { url: incoming.url, headers: exchangeHeaders(incoming.rawHeaders), authInfo: incoming.authInfo };
+    const exchange = { url: incoming.url, rawHeaders: incoming.rawHeaders, authInfo: incoming.authInfo };
     this.#start(sdk, task, principal, exchange, incoming.body!);
   }
 
@@ -730,13 +758,13 @@ export class TasksServer {
     if (task === null) {
       return;
     }
-    const exchange = { url: "http://localhost/mcp", headers: exchangeHeaders(claim.headers), authInfo: undefined };
+    const exchange = { url: "http://localhost/mcp", rawHeaders: claim.headers, authInfo: undefined };
     this.#start(sdk, task, claim.principal, exchange, claim.body);
   }
 
   #start(sdk: McpHttpHandler, task: NativeModule.NativeTask, principal: string, exchange: Exchange, body: Buffer): void {
     const taskId = task.taskId;
-    const entry: Running = { task, abort: new AbortController() };
+    const entry: Running = { task };
     this.#running.set(taskId, entry);
     // A cancel or an expiry this process did not serve (another worker's, a sweep's) is
     // noticed as often as the engine sweeps.
@@ -754,8 +782,9 @@ export class TasksServer {
   /** Stops the work of `taskId` if its task was cancelled or expired. */
   #stopIfCancelled(taskId: string): void {
     const entry = this.#running.get(taskId);
-    if (entry !== undefined && entry.task.isCancelled()) {
-      entry.abort.abort(new Error(`task ${taskId} was cancelled or expired`));
+    if (entry !== undefined && entry.stopped === undefined && entry.task.isCancelled()) {
+      entry.stopped = new Error(`task ${taskId} was cancelled or expired`);
+      entry.abort?.abort(entry.stopped);
     }
   }
 
@@ -983,13 +1012,15 @@ class RunningTask implements CurrentTask {
 /** What a task's run through the SDK knows of the call that created it. */
 interface Exchange {
   url: string;
-  headers: Headers;
+  /** The call's headers as flat pairs (a `Headers` is built only for an exchange). */
+  rawHeaders: string[];
   authInfo: AuthInfo | undefined;
 }
 
 /** The fetch `Request` of an exchange, without a body (the SDK is handed the parsed message). */
 function exchangeRequest(exchange: Exchange, signal?: AbortSignal): Request {
-  return new Request(exchange.url, { method: "POST", headers: exchange.headers, ...(signal !== undefined && { signal }) });
+  const headers = exchangeHeaders(exchange.rawHeaders);
+  return new Request(exchange.url, { method: "POST", headers, ...(signal !== undefined && { signal }) });
 }
 
 /** The protocol revision core serves, which a direct run's server is set to. */
@@ -1013,24 +1044,25 @@ async function runTask(
   exchange: Exchange,
   body: Buffer,
 ): Promise<void> {
-  const { task: native, abort } = entry;
-  const task = new RunningTask(native, taskId, principal, abort.signal);
+  const native = entry.task;
+  let task: RunningTask | undefined; // what `currentTask(ctx)` gives a tool that takes ctx
   const { authInfo } = exchange;
   let message = JSON.parse(body.toString("utf8")) as CallMessage;
   let chosen: { direct: Direct; own: boolean } | undefined;
   try {
     chosen = await directFor(String(message.params?.name));
     for (;;) {
-      const run: Run = { task };
+      let run: Run;
       let bytes: Buffer;
       if (chosen !== undefined) {
+        run = {};
         // The tool cannot see the run's context, so any object stands for the request the
         // `ProtocolError` wrapper finds the run by.
         const key = {};
         runs.set(key, run);
         const extra = authInfo === undefined ? { request: key as Request } : { authInfo, request: key as Request };
         const answer = await chosen.direct.transport.call(message, extra);
-        if (abort.signal.aborted) {
+        if (entry.stopped !== undefined) {
           return; // cancelled or expired: the task is terminal already
         }
         bytes = Buffer.from(JSON.stringify(answer));
@@ -1038,11 +1070,14 @@ async function runTask(
         // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand it
         // a body already read), so the request carries none: the SDK would otherwise clone the
         // request and read the clone's body stream, which cost more than the parse.
-        const request = exchangeRequest(exchange, abort.signal);
+        const signal = signalOf(entry);
+        task ??= new RunningTask(native, taskId, principal, signal);
+        run = { task };
+        const request = exchangeRequest(exchange, signal);
         runs.set(request, run);
         const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
         const response = await sdk.fetch(request, options);
-        if (abort.signal.aborted) {
+        if (entry.stopped !== undefined) {
           return; // cancelled or expired: the task is terminal already
         }
         bytes = Buffer.from(await response.arrayBuffer());
@@ -1065,7 +1100,7 @@ async function runTask(
       message = { ...original, params: { ...params, ...answers } };
     }
   } catch (error) {
-    if (abort.signal.aborted) {
+    if (entry.stopped !== undefined) {
       return;
     }
     const kind = error instanceof Error ? error.name : typeof error;
@@ -1133,18 +1168,40 @@ async function readBounded(request: Request, limit: number): Promise<Buffer | nu
   return Buffer.concat(chunks);
 }
 
-/** The body of a `node:http` request, or `null` when it is longer than `limit` bytes. */
-async function readNodeBounded(req: IncomingMessage, limit: number): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > limit) {
-      return null;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
+/** The body of a `node:http` request, or `null` when it is longer than `limit` bytes. Read with
+ * listeners rather than `for await`: the stream's async iterator made ~1 KB of promises and
+ * closures per request, which under load is garbage V8 promotes and keeps resident. */
+function readNodeBounded(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.byteLength;
+      if (size > limit) {
+        cleanup();
+        req.resume(); // what is left is drained, not read: the connection closes after the 413
+        resolve(null);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    const onError = (error: Error): void => {
+      cleanup();
+      reject(error);
+    };
+    const cleanup = (): void => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+  });
 }
 
 /** Writes a fetch `Response` to a `node:http` response, streaming its body; stops reading it
