@@ -1,7 +1,8 @@
 // The side-by-side benchmark of TypeScript task servers (a script, not a test; run it with
-// bindings-node/bench/run). Three servers on the same SDK (@modelcontextprotocol/server 2.4.0),
+// bindings-node/bench/run). Four servers on the same SDK (@modelcontextprotocol/server 2.4.0),
 // each in its own process (bench/servers.mjs): mcp-tasks/server on its default SQLite store, the
-// same on memory://, and a hand-written in-memory baseline. wrk drives each over loopback HTTP
+// same on memory://, the same on SQLite with a tool that takes the SDK's context (whose tasks run
+// through an SDK exchange), and a hand-written in-memory baseline. wrk drives each over loopback HTTP
 // with 16 concurrent connections: creates/s (every request creates a task, bench/creates.lua)
 // and end-to-end tasks/s (create, then poll tasks/get until completed, bench/tasks.lua). Each
 // figure is the median of ROUNDS runs, interleaved across the servers; the ratio column divides
@@ -19,8 +20,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 // figures of 3 s runs kept rising for ~9 s on this machine): only steady state is measured.
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 8);
 const CONNECTIONS = 16;
-const KINDS = ["sqlite", "memory", "baseline"];
-const LABELS = { sqlite: "mcp-tasks/server, SQLite (default)", memory: "mcp-tasks/server, memory://", baseline: "hand-written in-memory baseline" };
+const KINDS = ["sqlite", "memory", "ctx", "baseline"];
+const LABELS = {
+  sqlite: "mcp-tasks/server, SQLite (default)",
+  memory: "mcp-tasks/server, memory://",
+  ctx: "mcp-tasks/server, SQLite, tool takes ctx",
+  baseline: "hand-written in-memory baseline",
+};
 
 const freePort = () =>
   new Promise((resolve) => {

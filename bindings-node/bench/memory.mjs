@@ -10,7 +10,10 @@
 //   sdk    `createMcpHandler` alone: a synchronous call of `slow_compute` that sleeps;
 //   sync   the same call through `mcp-tasks/server` (a client that did not declare tasks: the
 //          SDK serves it);
-//   task   the same call from a client that declared tasks: a task whose tool sleeps;
+//   task   the same call from a client that declared tasks: a task whose tool sleeps (it takes
+//          the SDK's context, so it runs through an SDK exchange);
+//   plain  the same with `slow_compute_plain`, its twin that takes no context (it runs on one
+//          server instance, without an exchange);
 //   native core's part of a task alone (`NativeServer.handle` creating tasks nobody runs).
 //
 // For each: the V8 heap and the RSS per call in flight, after full garbage collections, with
@@ -51,20 +54,20 @@ const callBody = (id, declared, tool = "slow_compute") =>
     method: "tools/call",
     params: { name: tool, arguments: { seconds: SLEEP_S, label: `call${id}` }, _meta: envelope(declared) },
   });
-const HEADERS = {
+const headers = (tool = "slow_compute") => ({
   "content-type": "application/json",
   accept: "application/json, text/event-stream",
   "mcp-protocol-version": "2026-07-28",
   "mcp-method": "tools/call",
-  "mcp-name": "slow_compute",
-};
+  "mcp-name": tool,
+});
 
 /** Heap and RSS after full collections (bytes). */
 function measure() {
   globalThis.gc();
   globalThis.gc();
-  const { heapUsed, rss } = process.memoryUsage();
-  return { heap: heapUsed, rss };
+  const { heapUsed, heapTotal, external, rss } = process.memoryUsage();
+  return { heap: heapUsed, heapTotal, external, rss };
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -80,14 +83,14 @@ async function child(mode) {
     const native = createRequire(import.meta.url)(join(here, "..", `mcp-tasks.${process.platform}-${process.arch}-gnu.node`));
     const server = await native.NativeServer.open(JSON.stringify({ store }), "forbidden", null, null);
     server.configure("slow_compute", "optional", "{}", false);
-    const flat = Object.entries(HEADERS).flat();
+    const flat = Object.entries(headers()).flat();
     const held = [];
     const create = (id) => held.push(server.handle("POST", flat, Buffer.from(callBody(id, true)), "anonymous"));
     for (let i = 0; i < 100; i++) create(i);
     const before = measure();
     for (let i = 0; i < calls; i++) create(100 + i);
     const during = measure();
-    if (!held.every((task) => task instanceof native.NativeTask)) throw new Error("a call did not become a task");
+    if (!held.every((reply) => reply.task instanceof native.NativeTask)) throw new Error("a call did not become a task");
     console.log(JSON.stringify({ mode, before, during }));
     return;
   }
@@ -98,10 +101,11 @@ async function child(mode) {
     tasks === undefined
       ? createMcpHandler(fixtureServer, { legacy: "stateless" })
       : tasks.handler(fixtureServer, { legacy: "stateless" });
-  const declared = mode === "task";
+  const declared = mode === "task" || mode === "plain";
+  const tool = mode === "plain" ? "slow_compute_plain" : "slow_compute";
   let id = 0;
   const call = async () => {
-    const request = new Request("http://127.0.0.1/mcp", { method: "POST", headers: HEADERS, body: callBody(++id, declared) });
+    const request = new Request("http://127.0.0.1/mcp", { method: "POST", headers: headers(tool), body: callBody(++id, declared, tool) });
     const text = await (await handler.fetch(request)).text();
     const expected = declared ? '"resultType":"task"' : "Computed call";
     if (!text.includes(expected)) throw new Error(`${mode}: unexpected answer ${text.slice(0, 200)}`);
@@ -131,7 +135,7 @@ if (args.mode !== undefined) {
   await child(args.mode);
 } else {
   const rows = [];
-  for (const mode of ["sdk", "sync", "task", "native"]) {
+  for (const mode of ["sdk", "sync", "task", "plain", "native"]) {
     const run = spawnSync(
       process.execPath,
       ["--expose-gc", fileURLToPath(import.meta.url), "--mode", mode, "--calls", String(calls), "--rounds", String(rounds)],
@@ -148,7 +152,8 @@ if (args.mode !== undefined) {
   const names = {
     sdk: "SDK alone (`createMcpHandler`), synchronous call",
     sync: "`mcp-tasks/server`, synchronous call (SDK serves it)",
-    task: "`mcp-tasks/server`, task",
+    task: "`mcp-tasks/server`, task of a tool that takes ctx (an SDK exchange)",
+    plain: "`mcp-tasks/server`, task of a ctx-free tool (no exchange)",
     native: "core's part of a task (`NativeServer.handle`)",
   };
   for (const row of rows) {

@@ -1,10 +1,13 @@
 // The servers of bench/run, one per process: `node servers.mjs KIND PORT`, KIND one of
 //   sqlite   McpServer + mcp-tasks/server on its default store (SQLite, a fresh file)
 //   memory   the same on memory:// (not durable), to separate the store's cost from the glue's
+//   ctx      the same as sqlite with a tool that takes the SDK's context, `async (ctx) => ...`
+//            (its tasks run through an exchange with the SDK's handler; a ctx-free one does not)
 //   baseline a hand-written in-memory tasks server on the same SDK (a Map, no durability, no
 //            TTL, no checks beyond the declaration), written here only as the baseline; it
 //            hands the SDK the message it parsed (`parsedBody`), as mcp-tasks/server does
-// Each serves one task tool, `noop` (returns at once), on 127.0.0.1:PORT/mcp over node:http,
+// Each serves one task tool, `noop` (returns at once, declares no parameter but for `ctx`), on
+// 127.0.0.1:PORT/mcp over node:http,
 // and prints "listening on ..." once it accepts.
 import { randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
@@ -19,9 +22,12 @@ import { TasksServer } from "../dist/server.js";
 const [kind, port] = process.argv.slice(2);
 const POLL_MS = 50;
 
+const answer = () => ({ content: [{ type: "text", text: "ok" }] });
+const noop = kind === "ctx" ? async (_ctx) => answer() : async () => answer();
+
 function factory() {
   const server = new McpServer({ name: "bench", version: "1.0.0" });
-  server.registerTool("noop", { description: "Returns at once." }, async () => ({ content: [{ type: "text", text: "ok" }] }));
+  server.registerTool("noop", { description: "Returns at once." }, noop);
   server.server.registerCapabilities({ extensions: { "io.modelcontextprotocol/tasks": {} } });
   return server;
 }

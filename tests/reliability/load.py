@@ -14,6 +14,10 @@ are created it reads the RSS again, and once every task has completed, a third t
 - errors: any JSON-RPC error or failed request, from creators and pollers alike.
 
     tests/reliability/load.py rust|python|node [--tasks 10000] [--pollers 100] [--sleep SECONDS]
+        [--tool slow_compute_plain]
+
+`--tool` names the fixture tool that sleeps; `slow_compute_plain` is the Node fixture's twin of
+`slow_compute` that takes no context, so its tasks run without an SDK exchange.
 
 Not part of CI (a few minutes per server); docs/BENCHMARKS.md quotes its output.
 """
@@ -38,6 +42,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--pollers", type=int, default=100)
     parser.add_argument("--sleep", type=float, default=None, help="the tool's sleep (default: long enough)")
+    parser.add_argument("--tool", default="slow_compute", help="the fixture tool that sleeps (default: slow_compute)")
     args = parser.parse_args()
     build(args.server)
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,7 +70,7 @@ def run(server: Server, args: argparse.Namespace) -> int:
     # Warm-up: short tasks through every code path, then the pollers' connections.
     warm = Client(server.port)
     for n in range(500):
-        answer = warm.sleep_task(0, f"warm{n}")
+        answer = warm.sleep_task(0, f"warm{n}", args.tool)
         if "result" not in answer:
             count_error(str(answer))
     warm.close()
@@ -107,7 +112,7 @@ def run(server: Server, args: argparse.Namespace) -> int:
         client = Client(server.port)
         for n in range(per_creator + (1 if w < args.tasks % CREATORS else 0)):
             try:
-                answer = client.sleep_task(tool_sleep, f"c{w}-{n}")
+                answer = client.sleep_task(tool_sleep, f"c{w}-{n}", args.tool)
             except (OSError, ValueError) as e:
                 count_error(f"create: {e}")
                 continue
@@ -157,7 +162,7 @@ def run(server: Server, args: argparse.Namespace) -> int:
     after = server.rss_kib()
     n = len(created)
     print(
-        f"{server.kind}: {n} tasks in flight, {args.pollers} pollers ({polls} polls), errors {errors}, "
+        f"{server.kind} ({args.tool}): {n} tasks in flight, {args.pollers} pollers ({polls} polls), errors {errors}, "
         f"unfinished {len(pending)}",
         flush=True,
     )

@@ -153,9 +153,10 @@ class Client:
         return json.loads(text)
 
 
-    def sleep_task(self, seconds: float, label: str) -> dict[str, Any]:
-        """Calls the fixture tool `slow_compute` as a task; returns the JSON-RPC response."""
-        return self.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds, "label": label}})
+    def sleep_task(self, seconds: float, label: str, tool: str = "slow_compute") -> dict[str, Any]:
+        """Calls the fixture tool `slow_compute` (or `tool`, which takes the same arguments) as a
+        task; returns the JSON-RPC response."""
+        return self.call("tools/call", {"name": tool, "arguments": {"seconds": seconds, "label": label}})
 
     def status(self, task_id: str) -> str | None:
         """The task's status, or None when the server answers an error (an unknown task)."""
