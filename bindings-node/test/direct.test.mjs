@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { McpServer, ProtocolError } from "@modelcontextprotocol/server";
+import { McpServer, ProtocolError, UrlElicitationRequiredError, inputRequired, specTypeSchemas } from "@modelcontextprotocol/server";
 import * as z from "zod";
 
 import { TasksServer, currentTask } from "../dist/server.js";
@@ -69,6 +69,11 @@ function register(server, withCtx) {
   );
   server.registerTool("malformed", { inputSchema: { n: z.number() } }, tool(async () => ({ content: "not a list" })));
   server.registerTool("nonObject", { inputSchema: { n: z.number() }, outputSchema: z.number() }, tool(async ({ n }) => ({ structuredContent: n })));
+  server.registerTool("noContent", { inputSchema: { n: z.number() } }, tool(async () => ({ structuredContent: { a: 1 }, _meta: { x: 1 }, extra: true })));
+  server.registerTool("asksEmpty", { inputSchema: { n: z.number() } }, tool(async () => inputRequired({ inputRequests: {} })));
+  server.registerTool("urlError", { inputSchema: { n: z.number() } }, tool(async () => {
+    throw new UrlElicitationRequiredError([{ mode: "url", elicitationId: "e1", url: "https://example.com", message: "go" }]);
+  }));
   const gone = server.registerTool("disabled", { description: "off" }, bare(async () => ({ content: [] })));
   gone.disable();
 }
@@ -83,6 +88,9 @@ const CASES = [
   ["refuses", { n: 1 }],
   ["malformed", { n: 1 }],
   ["nonObject", { n: 4 }],
+  ["noContent", { n: 1 }],
+  ["asksEmpty", { n: 1 }],
+  ["urlError", { n: 1 }],
   ["disabled", {}],
   ["unregistered", {}],
 ];
@@ -100,8 +108,17 @@ test("the SDK still has what the direct run reads", () => {
   assert.equal(typeof registry, "object", "McpServer._registeredTools");
   assert.equal(typeof registry.t.handler, "function", "a registered tool's handler");
   assert.ok("inputSchema" in registry.t && "enabled" in registry.t && "scopeChallenge" in registry.t);
+  assert.ok("outputSchemaJson" in registry.t);
+  for (const step of ["validateToolInput", "executeToolHandler", "validateToolOutput", "createToolError"]) {
+    assert.equal(typeof server[step], "function", `McpServer.${step}`);
+  }
+  assert.equal(server.validateToolInput.length, 3, "validateToolInput(tool, args, name)");
+  assert.equal(server.validateToolOutput.length, 3, "validateToolOutput(tool, result, name)");
+  assert.equal(server.executeToolHandler.length, 3, "executeToolHandler(tool, args, ctx)");
   assert.ok("_negotiatedProtocolVersion" in server.server, "Server._negotiatedProtocolVersion");
+  assert.equal(typeof server.server.projectCallToolResult, "function");
   assert.equal(typeof server.toolInputSchemaJson, "function");
+  assert.equal(typeof specTypeSchemas.CallToolResult["~standard"].validate, "function");
 });
 
 test("a ctx-free tool's task ends as it does through an exchange, for every kind of answer", async () => {

@@ -1,28 +1,32 @@
 /**
- * The direct run of a task's tool: a tool that takes no context runs on an `McpServer` connected
- * to a transport without a wire, instead of through a per-task HTTP exchange with the SDK's
- * handler. The message still goes through the SDK's own dispatch (`Protocol`'s request handling:
- * the `_meta` envelope check, the wire codec's validation of the call and of its result, the
- * input-required seam) and its own `tools/call` handler (lookup, the tool's input schema, the
- * callback, the output schema, the result's projection); what is skipped is the HTTP framing, the
- * per-request transport, the `Request`/`Response` pair and, when the factory reads no request
- * context, the factory's server per task.
+ * The direct run of a task's tool: a tool that takes no context runs its callback on a
+ * long-lived `McpServer` (the factory's, made once when the factory reads no request context),
+ * through the same steps as the SDK's own `tools/call` handler (2.x): the tool looked up in the
+ * server's registry, its input validated against its schema (`validateToolInput`), the callback
+ * run (`executeToolHandler`), its output validated (`validateToolOutput`), every error but a
+ * `ProtocolError` made the SDK's `isError` result (`createToolError`), the result projected for
+ * the 2026-07-28 wire (`projectCallToolResult`) and checked as a `CallToolResult` (the spec
+ * schema the SDK exports). What is skipped is what a task's run does not need: the HTTP framing,
+ * a per-request transport and server, the `Request`/`Response` pair, and the SDK's per-request
+ * dispatch, whose context (held for as long as the tool runs) a ctx-free tool cannot see. Core
+ * has already checked the call's `_meta` envelope and parameters when it created the task.
  *
- * The SDK has no public way to mark a hand-connected instance as serving the 2026-07-28 era (its
- * HTTP entry does it with a package-internal setter), and no public listing of an `McpServer`'s
- * tools. Both internals are read here only after checking they are there
- * (`_negotiatedProtocolVersion`, the field the SDK's own setter writes; `_registeredTools`); when
- * either is missing every task runs through the exchange, as before. `test/direct.test.mjs`
- * fails if @modelcontextprotocol/server changes them.
+ * The SDK keeps all of these on `McpServer` as TypeScript-private members, and marks an
+ * instance as serving the 2026-07-28 era with a package-internal setter (of
+ * `_negotiatedProtocolVersion`). They are used only after `directSupported` found every one;
+ * otherwise every task runs through the exchange, as before. `test/direct.test.mjs` fails if
+ * @modelcontextprotocol/server changes them, and compares both paths' outcomes.
  */
 
 import {
   type AuthInfo,
-  type JSONRPCMessage,
+  type CallToolResult,
   McpServer,
-  type MessageExtraInfo,
+  ProtocolError,
+  ProtocolErrorCode,
   type Server,
-  type Transport,
+  isInputRequiredResult,
+  specTypeSchemas,
 } from "@modelcontextprotocol/server";
 
 /** The tool as the SDK's registry keeps it (2.x), as much as the choice of path reads. */
@@ -31,6 +35,7 @@ interface RegisteredTool {
   inputSchema?: unknown;
   handler?: unknown;
   scopeChallenge?: unknown;
+  outputSchemaJson?: Record<string, unknown>;
 }
 
 /** A JSON-RPC request as the SDK reads it. */
@@ -41,82 +46,123 @@ export interface CallMessage {
   params?: { name?: unknown } & Record<string, unknown>;
 }
 
-/**
- * An SDK transport with no wire: `call` hands a request to the connected server under an id of
- * its own (callers' ids repeat: every client may send `id: 1`) and resolves to the server's
- * answer to it. Notifications the server sends (a tool's progress or log) have nobody to reach:
- * a task's run is not a stream a client reads, so they are dropped, as the exchange's
- * response body was.
- */
-export class DirectTransport implements Transport {
-  onclose?: () => void;
-  onerror?: (error: Error) => void;
-  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
-  readonly #pending = new Map<number, (answer: JSONRPCMessage) => void>();
-  #next = 0;
-
-  async start(): Promise<void> {}
-
-  async close(): Promise<void> {
-    this.onclose?.();
-  }
-
-  async send(message: JSONRPCMessage): Promise<void> {
-    if ("id" in message && ("result" in message || "error" in message)) {
-      const settle = this.#pending.get(message.id as number);
-      if (settle !== undefined) {
-        this.#pending.delete(message.id as number);
-        settle(message);
-      }
-    }
-  }
-
-  /** The server's answer to `message` (a `result` or an `error` response). */
-  call(message: CallMessage, extra: MessageExtraInfo): Promise<JSONRPCMessage> {
-    const id = ++this.#next;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, resolve);
-      try {
-        this.onmessage!({ ...message, jsonrpc: "2.0", id } as JSONRPCMessage, extra);
-      } catch (error) {
-        this.#pending.delete(id);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      }
-    });
-  }
+/** The members of a 2.x `McpServer` the direct run calls. */
+interface ToolSteps {
+  _registeredTools: Record<string, RegisteredTool | undefined>;
+  validateToolInput(tool: RegisteredTool, args: unknown, name: string): Promise<unknown>;
+  executeToolHandler(tool: RegisteredTool, args: unknown, ctx: unknown): Promise<unknown>;
+  validateToolOutput(tool: RegisteredTool, result: unknown, name: string): Promise<void>;
+  createToolError(message: string): CallToolResult;
 }
 
-/** An SDK server connected for direct runs, and its transport. */
+/** What a direct run answers: the JSON-RPC `result` or `error` the SDK's exchange would have. */
+export type DirectAnswer = { result: unknown } | { error: { code: number; message: string; data?: unknown } };
+
+/** A server whose ctx-free tools run directly. */
 export interface Direct {
   server: McpServer;
-  transport: DirectTransport;
+}
+
+/** Whether the installed SDK has every member the direct run reads (checked once). */
+let supported: boolean | undefined;
+
+function directSupported(product: McpServer): boolean {
+  if (supported === undefined) {
+    const steps = product as unknown as Partial<Record<keyof ToolSteps, unknown>>;
+    supported =
+      typeof steps._registeredTools === "object" &&
+      steps._registeredTools !== null &&
+      typeof steps.validateToolInput === "function" &&
+      typeof steps.executeToolHandler === "function" &&
+      typeof steps.validateToolOutput === "function" &&
+      typeof steps.createToolError === "function" &&
+      typeof product.server.projectCallToolResult === "function" &&
+      "_negotiatedProtocolVersion" in product.server &&
+      typeof specTypeSchemas?.CallToolResult?.["~standard"]?.validate === "function";
+  }
+  return supported;
 }
 
 /**
- * Connects `product` for direct runs, serving `revision`; `undefined` when it cannot be (a
- * low-level `Server`, an instance serving already, an SDK without the era field).
+ * Prepares `product` for direct runs, serving `revision`; `undefined` when it cannot be (a
+ * low-level `Server`, an SDK without what the direct run reads).
  */
-export async function connectDirect(product: McpServer | Server, revision: string): Promise<Direct | undefined> {
-  if (!(product instanceof McpServer) || !knowsTools(product)) {
+export function directServer(product: McpServer | Server, revision: string): Direct | undefined {
+  if (!(product instanceof McpServer) || !directSupported(product)) {
     return undefined;
   }
-  const inner = product.server as unknown as { _negotiatedProtocolVersion?: string; transport?: unknown };
-  if (!("_negotiatedProtocolVersion" in inner) || inner.transport !== undefined) {
-    return undefined;
-  }
-  const transport = new DirectTransport();
-  await product.connect(transport);
   // What the SDK's HTTP entry does to each instance it serves a 2026-07-28 request with (its
-  // internal `setNegotiatedProtocolVersion`): the instance then validates, answers and projects
-  // results as that era's.
-  inner._negotiatedProtocolVersion = revision;
-  return { server: product, transport };
+  // internal `setNegotiatedProtocolVersion`): results are then projected as that era's.
+  (product.server as unknown as { _negotiatedProtocolVersion?: string })._negotiatedProtocolVersion = revision;
+  return { server: product };
 }
 
-/** Whether `product` keeps its tools where `registeredTool` reads them. */
-function knowsTools(product: McpServer): boolean {
-  const registry = (product as unknown as { _registeredTools?: unknown })._registeredTools;
-  return registry !== null && typeof registry === "object";
+/**
+ * Runs `message` (a `tools/call` of a tool `runsDirect` accepted) on `direct`'s server, as the
+ * SDK's handler would answer it. `ctx` is what the callback gets after its arguments (a
+ * ctx-free callback does not read it; the `ProtocolError` wrapper of `server.ts` finds the run
+ * by it). Never throws for what the tool does.
+ */
+export async function runDirect(direct: Direct, message: CallMessage, ctx: unknown): Promise<DirectAnswer> {
+  const steps = direct.server as unknown as ToolSteps;
+  const params = message.params ?? {};
+  const name = String(params.name);
+  const tool = steps._registeredTools[name];
+  if (tool === undefined || tool.enabled === false) {
+    return { error: { code: ProtocolErrorCode.InvalidParams, message: `Tool ${name} ${tool === undefined ? "not found" : "disabled"}` } };
+  }
+  let result: unknown;
+  try {
+    const args = await steps.validateToolInput(tool, params.arguments, name);
+    result = await steps.executeToolHandler(tool, args, ctx);
+    await steps.validateToolOutput(tool, result, name);
+    if (!isInputRequiredResult(result)) {
+      result = direct.server.server.projectCallToolResult(result as CallToolResult, tool.outputSchemaJson);
+    }
+  } catch (error) {
+    // The SDK's handler passes a URL-elicitation error on (its dispatch then answers -32603 on
+    // this era); the wrapper in `server.ts` has recorded any `ProtocolError`, which ends the task.
+    if (error instanceof ProtocolError && error.code === ProtocolErrorCode.UrlElicitationRequired) {
+      return { error: { code: ProtocolErrorCode.InternalError, message: error.message } };
+    }
+    result = steps.createToolError(error instanceof Error ? error.message : String(error));
+  }
+  if (isInputRequiredResult(result)) {
+    // The rule the SDK's input-required seam applies first (a ctx-free tool cannot read the
+    // answers, so one that asks is rare; core asks the client and runs it again).
+    const { inputRequests, requestState } = result as { inputRequests?: object; requestState?: unknown };
+    if ((inputRequests == null || Object.keys(inputRequests).length === 0) && typeof requestState !== "string") {
+      return {
+        error: {
+          code: ProtocolErrorCode.InternalError,
+          message:
+            "Handler for tools/call returned an input-required result with neither inputRequests nor requestState (every InputRequiredResult must include at least one of the two)",
+        },
+      };
+    }
+    return { result };
+  }
+  // The spec schema, through its Standard Schema face (synchronous); the message is what the
+  // SDK's codec writes, its schema library's error (the issues as indented JSON).
+  const checked = specTypeSchemas.CallToolResult["~standard"].validate(contentful(result));
+  if (checked.issues !== undefined) {
+    const message = `Invalid tools/call result: ${JSON.stringify(checked.issues, null, 2)}`;
+    return { error: { code: ProtocolErrorCode.InvalidParams, message } };
+  }
+  return { result: checked.value };
+}
+
+/** A result without `content` (and of no other result family) gets an empty one, as the SDK's
+ * `tools/call` seam gives it before checking the result. */
+function contentful(value: unknown): unknown {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return value;
+  }
+  const record = value as Record<string, unknown>;
+  if (record.content !== undefined || ["task", "inputRequests", "requestState"].some((key) => key in record)) {
+    return value;
+  }
+  return { ...record, content: [] };
 }
 
 /** `name` in the server's registry (`undefined` when absent). */

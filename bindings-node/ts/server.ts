@@ -29,7 +29,7 @@ import {
 } from "@modelcontextprotocol/server";
 
 import type * as NativeModule from "../native.js";
-import { type CallMessage, type Direct, connectDirect, declaresAtMost, factoryContext, runsDirect } from "./direct.js";
+import { type CallMessage, type Direct, declaresAtMost, directServer, factoryContext, runDirect, runsDirect } from "./direct.js";
 import { mapped, mappedSync } from "./errors.js";
 import { native } from "./native.js";
 
@@ -652,31 +652,30 @@ export class TasksServer {
   #factoryReadsContext = true;
 
   /**
-   * The server a task of `tool` runs on directly, and whether it is this task's own (closed
-   * after the run); `undefined` when the task runs through an SDK exchange (a tool that takes
-   * `ctx`, a low-level `Server`, an SDK without what the direct run reads: see `direct.ts`).
+   * The server a task of `tool` runs on directly; `undefined` when the task runs through an SDK
+   * exchange (a tool that takes `ctx`, a low-level `Server`, an SDK without what the direct run
+   * reads: see `direct.ts`).
    */
-  async #directFor(tool: string, exchange: Exchange): Promise<{ direct: Direct; own: boolean } | undefined> {
+  async #directFor(tool: string, exchange: Exchange): Promise<Direct | undefined> {
     const factory = this.#factory;
     if (factory === undefined) {
       return undefined;
     }
     if (!this.#factoryReadsContext) {
       this.#shared ??= (async () =>
-        connectDirect(await factory(factoryContext(undefined, exchangeRequest(exchange))), PROTOCOL_VERSION))();
+        directServer(await factory(factoryContext(undefined, exchangeRequest(exchange))), PROTOCOL_VERSION))();
       const direct = await this.#shared;
-      return direct !== undefined && runsDirect(direct.server, tool) ? { direct, own: false } : undefined;
+      return direct !== undefined && runsDirect(direct.server, tool) ? direct : undefined;
     }
     if (this.#exchangeTools.has(tool)) {
       return undefined;
     }
     const product = await factory(factoryContext(exchange.authInfo, exchangeRequest(exchange)));
-    if (!(product instanceof McpServer) || !runsDirect(product, tool)) {
+    const direct = product instanceof McpServer && runsDirect(product, tool) ? directServer(product, PROTOCOL_VERSION) : undefined;
+    if (direct === undefined) {
       this.#exchangeTools.add(tool);
-      return undefined;
     }
-    const direct = await connectDirect(product, PROTOCOL_VERSION);
-    return direct === undefined ? undefined : { direct, own: true };
+    return direct;
   }
 
   /**
@@ -1037,7 +1036,7 @@ const PROTOCOL_VERSION: string = (native as Native).PROTOCOL_VERSION;
  */
 async function runTask(
   sdk: McpHttpHandler,
-  directFor: (tool: string) => Promise<{ direct: Direct; own: boolean } | undefined>,
+  directFor: (tool: string) => Promise<Direct | undefined>,
   entry: Running,
   taskId: string,
   principal: string,
@@ -1048,7 +1047,7 @@ async function runTask(
   let task: RunningTask | undefined; // what `currentTask(ctx)` gives a tool that takes ctx
   const { authInfo } = exchange;
   let message = JSON.parse(body.toString("utf8")) as CallMessage;
-  let chosen: { direct: Direct; own: boolean } | undefined;
+  let chosen: Direct | undefined;
   try {
     chosen = await directFor(String(message.params?.name));
     for (;;) {
@@ -1056,12 +1055,11 @@ async function runTask(
       let bytes: Buffer;
       if (chosen !== undefined) {
         run = {};
-        // The tool cannot see the run's context, so any object stands for the request the
+        // The tool cannot see its context, so any object stands for the request the
         // `ProtocolError` wrapper finds the run by.
         const key = {};
         runs.set(key, run);
-        const extra = authInfo === undefined ? { request: key as Request } : { authInfo, request: key as Request };
-        const answer = await chosen.direct.transport.call(message, extra);
+        const answer = await runDirect(chosen, message, { http: { req: key } });
         if (entry.stopped !== undefined) {
           return; // cancelled or expired: the task is terminal already
         }
@@ -1107,10 +1105,6 @@ async function runTask(
     const text = error instanceof Error ? error.message : String(error);
     // The store may refuse too (the task ended meanwhile): nothing is left to do then.
     await native.failException(kind, text).catch(() => false);
-  } finally {
-    if (chosen?.own === true) {
-      void chosen.direct.server.close().catch(() => undefined);
-    }
   }
 }
 
