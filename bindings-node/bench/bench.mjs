@@ -79,11 +79,11 @@ const base = { creates: median(figures.baseline.creates), tasks: median(figures.
 console.log(
   `TypeScript task servers, loopback HTTP, wrk -t1 -c${CONNECTIONS}, ${WARMUP_SECONDS}s warm-up, ${SECONDS}s runs, median of ${ROUNDS}`,
 );
-console.log(`${"server".padEnd(38)} ${"creates/s".padStart(10)} ${"ratio".padStart(6)} ${"tasks/s".padStart(10)} ${"ratio".padStart(6)}`);
+console.log(`${"server".padEnd(42)} ${"creates/s".padStart(10)} ${"ratio".padStart(6)} ${"tasks/s".padStart(10)} ${"ratio".padStart(6)}`);
 for (const kind of KINDS) {
   const creates = median(figures[kind].creates);
   const tasks = median(figures[kind].tasks);
   console.log(
-    `${LABELS[kind].padEnd(38)} ${creates.toFixed(0).padStart(10)} ${(creates / base.creates).toFixed(2).padStart(6)} ${tasks.toFixed(0).padStart(10)} ${(tasks / base.tasks).toFixed(2).padStart(6)}`,
+    `${LABELS[kind].padEnd(42)} ${creates.toFixed(0).padStart(10)} ${(creates / base.creates).toFixed(2).padStart(6)} ${tasks.toFixed(0).padStart(10)} ${(tasks / base.tasks).toFixed(2).padStart(6)}`,
   );
 }

@@ -1,7 +1,8 @@
-// The direct run of ctx-free tools (ts/direct.ts): a task of a tool whose callback declares no
-// context runs on a connected server instance instead of an SDK exchange. These tests fail when
-// @modelcontextprotocol/server changes what the direct run reads, and check that both paths end
-// a task the same way, byte for byte, for every kind of answer a tool can give.
+// The runs without an exchange (ts/direct.ts): a task of a tool whose callback declares no context
+// runs its callback directly, and one of a tool that takes ctx runs through the SDK's dispatch
+// on the factory's one server, when the factory declares no parameter. These tests fail when
+// @modelcontextprotocol/server changes what those runs read, and check that every path ends a
+// task the same way as an exchange, byte for byte, for every kind of answer a tool can give.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
@@ -121,33 +122,34 @@ test("the SDK still has what the direct run reads", () => {
   assert.equal(typeof specTypeSchemas.CallToolResult["~standard"].validate, "function");
 });
 
-test("a ctx-free tool's task ends as it does through an exchange, for every kind of answer", async () => {
-  let directMade = 0;
-  let exchangeMade = 0;
-  const direct = await open(() => {
-    directMade++;
-    const server = new McpServer({ name: "same", version: "1.0.0" });
-    register(server, false);
-    return server;
-  });
-  const exchange = await open(() => {
-    exchangeMade++;
-    const server = new McpServer({ name: "same", version: "1.0.0" });
-    register(server, true);
-    return server;
-  });
+test("a task ends the same way on every path, for every kind of answer", async () => {
+  const made = { direct: 0, dispatch: 0, exchange: 0 };
+  const server = (path, withCtx) => {
+    made[path]++;
+    const s = new McpServer({ name: "same", version: "1.0.0" });
+    register(s, withCtx);
+    return s;
+  };
+  // ctx-free tools on a factory without parameters: their callbacks run directly.
+  const direct = await open(() => server("direct", false));
+  // Tools that take ctx on such a factory: the SDK's dispatch on its one server.
+  const dispatch = await open(() => server("dispatch", true));
+  // Tools that take ctx on a factory that reads the request context: an exchange per task.
+  const exchange = await open((_ctx) => server("exchange", true));
   try {
     for (const [name, args] of CASES) {
-      const fast = await outcome(direct.tasks, direct.handler, name, args);
-      const slow = await outcome(exchange.tasks, exchange.handler, name, args);
-      assert.equal(fast, slow, `${name} ${JSON.stringify(args)}`);
+      const expected = await outcome(exchange.tasks, exchange.handler, name, args);
+      assert.equal(await outcome(direct.tasks, direct.handler, name, args), expected, `direct: ${name} ${JSON.stringify(args)}`);
+      assert.equal(await outcome(dispatch.tasks, dispatch.handler, name, args), expected, `dispatch: ${name} ${JSON.stringify(args)}`);
     }
-    // The factory declares no parameter: one server ran every direct task (the disabled and
-    // unregistered tools went through the exchange, which makes one each).
-    assert.equal(directMade, 1 + 2);
-    assert.ok(exchangeMade >= CASES.length, `${exchangeMade} servers made for the exchanges`);
+    // One server ran every task of the first two (the disabled and unregistered tools went
+    // through the exchange, which makes one each); the exchange made at least one per task.
+    assert.equal(made.direct, 1 + 2);
+    assert.equal(made.dispatch, 1 + 2);
+    assert.ok(made.exchange >= CASES.length, `${made.exchange} servers made for the exchanges`);
   } finally {
     direct.tasks.close();
+    dispatch.tasks.close();
     exchange.tasks.close();
   }
 });

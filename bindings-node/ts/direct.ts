@@ -1,30 +1,44 @@
 /**
- * The direct run of a task's tool: a tool that takes no context runs its callback on a
- * long-lived `McpServer` (the factory's, made once when the factory reads no request context),
- * through the same steps as the SDK's own `tools/call` handler (2.x): the tool looked up in the
- * server's registry, its input validated against its schema (`validateToolInput`), the callback
- * run (`executeToolHandler`), its output validated (`validateToolOutput`), every error but a
- * `ProtocolError` made the SDK's `isError` result (`createToolError`), the result projected for
- * the 2026-07-28 wire (`projectCallToolResult`) and checked as a `CallToolResult` (the spec
- * schema the SDK exports). What is skipped is what a task's run does not need: the HTTP framing,
- * a per-request transport and server, the `Request`/`Response` pair, and the SDK's per-request
- * dispatch, whose context (held for as long as the tool runs) a ctx-free tool cannot see. Core
- * has already checked the call's `_meta` envelope and parameters when it created the task.
+ * Task runs without an SDK exchange. A task's tool otherwise runs in an internal exchange with the
+ * SDK's HTTP handler: a server from the factory, a transport, a `Request` and a `Response` per
+ * task, kept for as long as the tool runs (58 KB of heap per task with the fixture's 8 tools).
  *
- * The SDK keeps all of these on `McpServer` as TypeScript-private members, and marks an
+ * - **A tool that takes no context** (`runsDirect`) runs its callback on a server the factory made
+ *   (one long-lived one when the factory reads no request context), through the same steps as
+ *   the SDK's own `tools/call` handler (2.x): the tool looked up in the server's registry, its
+ *   input validated against its schema (`validateToolInput`), the callback run
+ *   (`executeToolHandler`), its output validated (`validateToolOutput`), every error but a
+ *   `ProtocolError` made the SDK's `isError` result (`createToolError`), the result projected for
+ *   the 2026-07-28 wire (`projectCallToolResult`) and checked as a `CallToolResult` (the spec
+ *   schema the SDK exports). Nothing is held for the task but its own work: the SDK's
+ *   per-request context, which such a tool cannot see, is never made. Core has already checked
+ *   the call's `_meta` envelope and parameters when it created the task.
+ * - **A tool that takes `ctx`**, when the factory declares no parameter, runs through the SDK's
+ *   own dispatch on that one long-lived server, connected to a `DirectTransport`: the SDK builds
+ *   the tool's context per call from the task's message, `Request` and `authInfo`, as for an HTTP
+ *   request, and keeps none of it on the server once the call ends. What is shared is the server
+ *   (its registry, schemas and handlers), which such a factory makes the same for every request.
+ *   A factory that reads the request context (`(ctx) => ...`) may make a different server per
+ *   caller: its tools that take `ctx` keep the exchange.
+ *
+ * The SDK keeps the steps above on `McpServer` as TypeScript-private members, and marks an
  * instance as serving the 2026-07-28 era with a package-internal setter (of
  * `_negotiatedProtocolVersion`). They are used only after `directSupported` found every one;
  * otherwise every task runs through the exchange, as before. `test/direct.test.mjs` fails if
- * @modelcontextprotocol/server changes them, and compares both paths' outcomes.
+ * @modelcontextprotocol/server changes them, and compares every path's outcomes with the
+ * exchange's.
  */
 
 import {
   type AuthInfo,
   type CallToolResult,
+  type JSONRPCMessage,
   McpServer,
+  type MessageExtraInfo,
   ProtocolError,
   ProtocolErrorCode,
   type Server,
+  type Transport,
   isInputRequiredResult,
   specTypeSchemas,
 } from "@modelcontextprotocol/server";
@@ -58,9 +72,94 @@ interface ToolSteps {
 /** What a direct run answers: the JSON-RPC `result` or `error` the SDK's exchange would have. */
 export type DirectAnswer = { result: unknown } | { error: { code: number; message: string; data?: unknown } };
 
-/** A server whose ctx-free tools run directly. */
+/** A server whose tasks run without an exchange: ctx-free tools through `runDirect`, and (when
+ * it is the factory's one long-lived server) tools that take `ctx` through the SDK's dispatch
+ * over `transport`, connected on first use (`dispatcher`). */
 export interface Direct {
   server: McpServer;
+  transport?: Promise<DirectTransport | undefined>;
+}
+
+/**
+ * An SDK transport with no wire, for tools that take `ctx` on the long-lived server: `call`
+ * hands a `tools/call` to the SDK's own dispatch, which builds the tool's context from the
+ * message and from what `call` passes with it (the task's `Request`, its `authInfo`), exactly
+ * as for a request it read from HTTP, and answers it; nothing of one call's context is kept on
+ * the server for another. Each call goes under an id of its own (callers' ids repeat: every
+ * client may send `id: 1`), so `ctx.mcpReq.id` is that id, not the client's. Notifications the
+ * tool sends have no reader (a task's run is not a stream a client reads) and are dropped.
+ */
+export class DirectTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
+  readonly #pending = new Map<number, (answer: JSONRPCMessage) => void>();
+  #next = 0;
+
+  async start(): Promise<void> {}
+
+  async close(): Promise<void> {
+    this.onclose?.();
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    if ("id" in message && ("result" in message || "error" in message)) {
+      const settle = this.#pending.get(message.id as number);
+      if (settle !== undefined) {
+        this.#pending.delete(message.id as number);
+        settle(message);
+      }
+    }
+  }
+
+  /**
+   * The server's answer to `message` (a `result` or an `error` response), or `undefined` once
+   * `signal` fires: the call is then cancelled the SDK's own way (`notifications/cancelled`, which
+   * fires the tool's `ctx.mcpReq.signal`), and the SDK answers nothing.
+   */
+  call(message: CallMessage, extra: MessageExtraInfo, signal: AbortSignal): Promise<JSONRPCMessage | undefined> {
+    const id = ++this.#next;
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) {
+        resolve(undefined);
+        return;
+      }
+      const onAbort = (): void => {
+        this.#pending.delete(id);
+        const reason = signal.reason instanceof Error ? signal.reason.message : "cancelled";
+        this.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason } });
+        resolve(undefined);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#pending.set(id, (answer) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(answer);
+      });
+      try {
+        this.onmessage!({ ...message, jsonrpc: "2.0", id } as JSONRPCMessage, extra);
+      } catch (error) {
+        this.#pending.delete(id);
+        signal.removeEventListener("abort", onAbort);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    });
+  }
+}
+
+/** `direct`'s server connected to a `DirectTransport` (once), or `undefined` when it serves
+ * elsewhere already. */
+export function dispatcher(direct: Direct, revision: string): Promise<DirectTransport | undefined> {
+  direct.transport ??= (async () => {
+    const inner = direct.server.server as unknown as { _negotiatedProtocolVersion?: string; transport?: unknown };
+    if (inner.transport !== undefined) {
+      return undefined;
+    }
+    const transport = new DirectTransport();
+    await direct.server.connect(transport);
+    inner._negotiatedProtocolVersion = revision;
+    return transport;
+  })();
+  return direct.transport;
 }
 
 /** Whether the installed SDK has every member the direct run reads (checked once). */
@@ -172,19 +271,23 @@ function registeredTool(product: McpServer, name: string): RegisteredTool | unde
   return Object.hasOwn(registry, name) ? registry[name] : undefined;
 }
 
-/**
- * Whether a task of `name` may run directly on `product`: an enabled tool whose callback declares
- * no context parameter, with no scope challenge and no `x-mcp-header` parameter (the SDK's HTTP
- * entry checks those two against the HTTP request, which a direct run does not have). Any
- * other tool, an unknown one included, runs through the exchange and gets the SDK's answer.
- */
+/** Whether a task of `name` may run directly on `product` (`runDirect`): a tool `runsShared`
+ * accepts whose callback declares no context parameter. */
 export function runsDirect(product: McpServer, name: string): boolean {
   const tool = registeredTool(product, name);
-  if (tool === undefined || tool.enabled === false || tool.scopeChallenge !== undefined) {
-    return false;
-  }
   // The SDK calls the callback `(args, ctx)` when the tool has an input schema, else `(ctx)`.
-  if (!declaresAtMost(tool.handler, tool.inputSchema === undefined ? 0 : 1)) {
+  return runsShared(product, name) && declaresAtMost(tool!.handler, tool!.inputSchema === undefined ? 0 : 1);
+}
+
+/**
+ * Whether a task of `name` may run without an exchange on a server shared by tasks: an enabled
+ * tool with no scope challenge and no `x-mcp-header` parameter (the SDK's HTTP entry checks those
+ * two against the HTTP request, which such a run does not have). Any other tool, an unknown one
+ * included, runs through the exchange and gets the SDK's answer.
+ */
+export function runsShared(product: McpServer, name: string): boolean {
+  const tool = registeredTool(product, name);
+  if (tool === undefined || tool.enabled === false || tool.scopeChallenge !== undefined) {
     return false;
   }
   const schema = product.toolInputSchemaJson(name);

@@ -29,7 +29,18 @@ import {
 } from "@modelcontextprotocol/server";
 
 import type * as NativeModule from "../native.js";
-import { type CallMessage, type Direct, declaresAtMost, directServer, factoryContext, runDirect, runsDirect } from "./direct.js";
+import {
+  type CallMessage,
+  type Direct,
+  type DirectTransport,
+  declaresAtMost,
+  directServer,
+  dispatcher,
+  factoryContext,
+  runDirect,
+  runsDirect,
+  runsShared,
+} from "./direct.js";
 import { mapped, mappedSync } from "./errors.js";
 import { native } from "./native.js";
 
@@ -652,11 +663,13 @@ export class TasksServer {
   #factoryReadsContext = true;
 
   /**
-   * The server a task of `tool` runs on directly; `undefined` when the task runs through an SDK
-   * exchange (a tool that takes `ctx`, a low-level `Server`, an SDK without what the direct run
-   * reads: see `direct.ts`).
+   * How a task of `tool` runs without an exchange: its callback called directly (a ctx-free
+   * tool), or the SDK's dispatch on the factory's one long-lived server (a tool that takes `ctx`,
+   * when the factory declares no parameter); `undefined` when the task runs through an SDK
+   * exchange (a factory that reads the request context for a tool that takes `ctx`, a low-level
+   * `Server`, an SDK without what the direct run reads: see `direct.ts`).
    */
-  async #directFor(tool: string, exchange: Exchange): Promise<Direct | undefined> {
+  async #routeFor(tool: string, exchange: Exchange): Promise<Route | undefined> {
     const factory = this.#factory;
     if (factory === undefined) {
       return undefined;
@@ -665,7 +678,14 @@ export class TasksServer {
       this.#shared ??= (async () =>
         directServer(await factory(factoryContext(undefined, exchangeRequest(exchange))), PROTOCOL_VERSION))();
       const direct = await this.#shared;
-      return direct !== undefined && runsDirect(direct.server, tool) ? direct : undefined;
+      if (direct === undefined) {
+        return undefined;
+      }
+      if (runsDirect(direct.server, tool)) {
+        return { direct };
+      }
+      const transport = runsShared(direct.server, tool) ? await dispatcher(direct, PROTOCOL_VERSION) : undefined;
+      return transport === undefined ? undefined : { transport };
     }
     if (this.#exchangeTools.has(tool)) {
       return undefined;
@@ -674,8 +694,9 @@ export class TasksServer {
     const direct = product instanceof McpServer && runsDirect(product, tool) ? directServer(product, PROTOCOL_VERSION) : undefined;
     if (direct === undefined) {
       this.#exchangeTools.add(tool);
+      return undefined;
     }
-    return direct;
+    return { direct };
   }
 
   /**
@@ -768,8 +789,8 @@ export class TasksServer {
     // A cancel or an expiry this process did not serve (another worker's, a sweep's) is
     // noticed as often as the engine sweeps.
     this.#checker ??= setInterval(() => this.#stopCancelled(), this.#native.sweepIntervalMs).unref();
-    const direct = (tool: string) => this.#directFor(tool, exchange);
-    entry.run = runTask(sdk, direct, entry, taskId, principal, exchange, body).finally(() => {
+    const route = (tool: string) => this.#routeFor(tool, exchange);
+    entry.run = runTask(sdk, route, entry, taskId, principal, exchange, body).finally(() => {
       this.#running.delete(taskId);
       if (this.#running.size === 0 && this.#checker !== undefined) {
         clearInterval(this.#checker);
@@ -1008,6 +1029,9 @@ class RunningTask implements CurrentTask {
   }
 }
 
+/** How a task runs without an exchange (`TasksServer.#routeFor`). */
+type Route = { direct: Direct } | { transport: DirectTransport };
+
 /** What a task's run through the SDK knows of the call that created it. */
 interface Exchange {
   url: string;
@@ -1036,7 +1060,7 @@ const PROTOCOL_VERSION: string = (native as Native).PROTOCOL_VERSION;
  */
 async function runTask(
   sdk: McpHttpHandler,
-  directFor: (tool: string) => Promise<Direct | undefined>,
+  routeFor: (tool: string) => Promise<Route | undefined>,
   entry: Running,
   taskId: string,
   principal: string,
@@ -1047,38 +1071,48 @@ async function runTask(
   let task: RunningTask | undefined; // what `currentTask(ctx)` gives a tool that takes ctx
   const { authInfo } = exchange;
   let message = JSON.parse(body.toString("utf8")) as CallMessage;
-  let chosen: Direct | undefined;
+  let route: Route | undefined;
   try {
-    chosen = await directFor(String(message.params?.name));
+    route = await routeFor(String(message.params?.name));
     for (;;) {
       let run: Run;
       let bytes: Buffer;
-      if (chosen !== undefined) {
+      if (route !== undefined && "direct" in route) {
         run = {};
         // The tool cannot see its context, so any object stands for the request the
         // `ProtocolError` wrapper finds the run by.
         const key = {};
         runs.set(key, run);
-        const answer = await runDirect(chosen, message, { http: { req: key } });
+        const answer = await runDirect(route.direct, message, { http: { req: key } });
         if (entry.stopped !== undefined) {
           return; // cancelled or expired: the task is terminal already
         }
         bytes = Buffer.from(JSON.stringify(answer));
       } else {
-        // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand it
-        // a body already read), so the request carries none: the SDK would otherwise clone the
-        // request and read the clone's body stream, which cost more than the parse.
         const signal = signalOf(entry);
         task ??= new RunningTask(native, taskId, principal, signal);
         run = { task };
+        // The tool's `ctx.http.req`, by which `currentTask(ctx)` finds the run; it carries no
+        // body, as the SDK is handed the message parsed.
         const request = exchangeRequest(exchange, signal);
         runs.set(request, run);
-        const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
-        const response = await sdk.fetch(request, options);
-        if (entry.stopped !== undefined) {
-          return; // cancelled or expired: the task is terminal already
+        if (route !== undefined) {
+          const answer = await route.transport.call(message, authInfo === undefined ? { request } : { authInfo, request }, signal);
+          if (entry.stopped !== undefined || answer === undefined) {
+            return; // cancelled or expired: the task is terminal already
+          }
+          bytes = Buffer.from(JSON.stringify(answer));
+        } else {
+          // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand
+          // it a body already read), so the request carries none: the SDK would otherwise clone
+          // the request and read the clone's body stream, which cost more than the parse.
+          const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
+          const response = await sdk.fetch(request, options);
+          if (entry.stopped !== undefined) {
+            return; // cancelled or expired: the task is terminal already
+          }
+          bytes = Buffer.from(await response.arrayBuffer());
         }
-        bytes = Buffer.from(await response.arrayBuffer());
       }
       if (run.thrown !== undefined) {
         const [code, message, data] = rpcError(run.thrown);
