@@ -11,14 +11,17 @@
 //   sync   the same call through `mcp-tasks/server` (a client that did not declare tasks: the
 //          SDK serves it);
 //   task   the same call from a client that declared tasks: a task whose tool sleeps (it takes
-//          the SDK's context, so it runs through an SDK exchange);
-//   plain  the same with `slow_compute_plain`, its twin that takes no context (it runs on one
-//          server instance, without an exchange);
+//          the SDK's context: the SDK's dispatch on the factory's one server);
+//   exchange the same with a factory that reads the request context, `(ctx) => fixtureServer()`
+//          (an SDK exchange, and a server, per task);
+//   plain  the same as task with `slow_compute_plain`, its twin that takes no context (its
+//          callback runs directly);
 //   native core's part of a task alone (`NativeServer.handle` creating tasks nobody runs).
 //
 // For each: the V8 heap and the RSS per call in flight, after full garbage collections, with
-// `--calls` calls in flight over a warm process; and for `task`, the RSS after each of
-// `--rounds` rounds (all tasks finished), to tell a high-water mark from a leak.
+// `--calls` calls in flight over a warm process; and for tasks, the RSS after each of
+// `--rounds` rounds (all tasks finished), to tell a high-water mark from a leak, the V8 heap then,
+// and the RSS after the process has idled 20 s more.
 
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -71,6 +74,8 @@ function measure() {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** How long the process idles after its last round before its RSS is read again. */
+const IDLE_S = 20;
 
 /** One configuration, in this (child) process: prints one JSON line. */
 async function child(mode) {
@@ -100,8 +105,8 @@ async function child(mode) {
   const handler =
     tasks === undefined
       ? createMcpHandler(fixtureServer, { legacy: "stateless" })
-      : tasks.handler(fixtureServer, { legacy: "stateless" });
-  const declared = mode === "task" || mode === "plain";
+      : tasks.handler(mode === "exchange" ? (_ctx) => fixtureServer() : fixtureServer, { legacy: "stateless" });
+  const declared = mode === "task" || mode === "plain" || mode === "exchange";
   const tool = mode === "plain" ? "slow_compute_plain" : "slow_compute";
   let id = 0;
   const call = async () => {
@@ -127,7 +132,12 @@ async function child(mode) {
     await tasks?.drain();
     after.push(measure().rss);
   }
-  console.log(JSON.stringify({ mode, before, during, after }));
+  // Then idle, with no collection forced: what V8 gives back of its own accord (its memory
+  // reducer runs when the process is idle) and what the process keeps.
+  const heapAfter = measure().heap;
+  await sleep(IDLE_S * 1000);
+  const idle = process.memoryUsage().rss;
+  console.log(JSON.stringify({ mode, before, during, after, heapAfter, idle }));
   process.exit(0);
 }
 
@@ -135,7 +145,7 @@ if (args.mode !== undefined) {
   await child(args.mode);
 } else {
   const rows = [];
-  for (const mode of ["sdk", "sync", "task", "plain", "native"]) {
+  for (const mode of ["sdk", "sync", "exchange", "task", "plain", "native"]) {
     const run = spawnSync(
       process.execPath,
       ["--expose-gc", fileURLToPath(import.meta.url), "--mode", mode, "--calls", String(calls), "--rounds", String(rounds)],
@@ -147,19 +157,24 @@ if (args.mode !== undefined) {
   const per = (a, b) => Math.round((b - a) / calls).toLocaleString("en-US");
   const mib = (bytes) => (bytes / 1048576).toFixed(1);
   console.log(`${calls} calls in flight; memory per call in flight (after full GCs)`);
-  console.log("| configuration | V8 heap per call | RSS per call | RSS warm → in flight → after each round (MiB) |");
-  console.log("|---|---|---|---|");
+  console.log(
+    `| configuration | V8 heap per call | RSS per call | RSS warm → in flight → after each round (MiB) | V8 heap warm → after (MiB) | RSS after ${IDLE_S} s idle (MiB) |`,
+  );
+  console.log("|---|---|---|---|---|---|");
   const names = {
     sdk: "SDK alone (`createMcpHandler`), synchronous call",
     sync: "`mcp-tasks/server`, synchronous call (SDK serves it)",
-    task: "`mcp-tasks/server`, task of a tool that takes ctx (an SDK exchange)",
-    plain: "`mcp-tasks/server`, task of a ctx-free tool (no exchange)",
+    exchange: "`mcp-tasks/server`, task of a tool that takes ctx, factory takes ctx (an SDK exchange)",
+    task: "`mcp-tasks/server`, task of a tool that takes ctx (the SDK's dispatch, one server)",
+    plain: "`mcp-tasks/server`, task of a ctx-free tool (its callback run directly)",
     native: "core's part of a task (`NativeServer.handle`)",
   };
   for (const row of rows) {
     const after = row.after === undefined ? "" : ` → ${row.after.map(mib).join(" → ")}`;
+    const heap = row.heapAfter === undefined ? "–" : `${mib(row.before.heap)} → ${mib(row.heapAfter)}`;
+    const idle = row.idle === undefined ? "–" : mib(row.idle);
     console.log(
-      `| ${names[row.mode]} | ${per(row.before.heap, row.during.heap)} B | ${per(row.before.rss, row.during.rss)} B | ${mib(row.before.rss)} → ${mib(row.during.rss)}${after} |`,
+      `| ${names[row.mode]} | ${per(row.before.heap, row.during.heap)} B | ${per(row.before.rss, row.during.rss)} B | ${mib(row.before.rss)} → ${mib(row.during.rss)}${after} | ${heap} | ${idle} |`,
     );
   }
 }

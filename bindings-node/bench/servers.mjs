@@ -2,7 +2,9 @@
 //   sqlite   McpServer + mcp-tasks/server on its default store (SQLite, a fresh file)
 //   memory   the same on memory:// (not durable), to separate the store's cost from the glue's
 //   ctx      the same as sqlite with a tool that takes the SDK's context, `async (ctx) => ...`
-//            (its tasks run through an exchange with the SDK's handler; a ctx-free one does not)
+//            (its tasks run through the SDK's dispatch on the factory's one server)
+//   exchange the same as ctx with a factory that reads the request context, `(ctx) => ...` (its
+//            tasks run in an exchange with the SDK's handler, a server made per task)
 //   baseline a hand-written in-memory tasks server on the same SDK (a Map, no durability, no
 //            TTL, no checks beyond the declaration), written here only as the baseline; it
 //            hands the SDK the message it parsed (`parsedBody`), as mcp-tasks/server does
@@ -23,7 +25,7 @@ const [kind, port] = process.argv.slice(2);
 const POLL_MS = 50;
 
 const answer = () => ({ content: [{ type: "text", text: "ok" }] });
-const noop = kind === "ctx" ? async (_ctx) => answer() : async () => answer();
+const noop = kind === "ctx" || kind === "exchange" ? async (_ctx) => answer() : async () => answer();
 
 function factory() {
   const server = new McpServer({ name: "bench", version: "1.0.0" });
@@ -84,6 +86,6 @@ if (kind === "baseline") {
 } else {
   const store = kind === "memory" ? "memory://" : `sqlite:///${join(mkdtempSync(join(tmpdir(), "mcp-tasks-bench-")), "tasks.db")}`;
   const tasks = await TasksServer.open({ store, tools: { noop: { mode: "optional", pollIntervalMs: POLL_MS } } });
-  listener = tasks.handler(factory).node;
+  listener = tasks.handler(kind === "exchange" ? (_ctx) => factory() : factory).node;
 }
 http.createServer(listener).listen(Number(port), "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${port}/mcp`));

@@ -5,7 +5,8 @@ Starts the server on a fresh SQLite file (the embedded default), warms it up (50
 finish at once, and the pollers' connections opened), reads its RSS, then creates N tasks of a
 tool that sleeps (`slow_compute`, long enough for all N to be in flight together) from 16
 clients while 100 pollers read random created tasks with `tasks/get` without pause. Once all N
-are created it reads the RSS again, and once every task has completed, a third time:
+are created it reads the RSS again, once every task has completed a third time, and after
+`--idle` seconds with no load a fourth:
 
 - RSS per in-flight task = (RSS with N in flight - RSS after the warm-up) / N, and the marginal
   figure from N/2 to N in flight (without what fills once: caches, the allocator's arenas), for the whole
@@ -43,6 +44,7 @@ def main() -> int:
     parser.add_argument("--pollers", type=int, default=100)
     parser.add_argument("--sleep", type=float, default=None, help="the tool's sleep (default: long enough)")
     parser.add_argument("--tool", default="slow_compute", help="the fixture tool that sleeps (default: slow_compute)")
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds idle before the last RSS reading (default 30)")
     args = parser.parse_args()
     build(args.server)
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,6 +162,10 @@ def run(server: Server, args: argparse.Namespace) -> int:
     checker.close()
     time.sleep(1)
     after = server.rss_kib()
+    # What the process gives back once nothing runs (a garbage-collected runtime returns memory
+    # when idle, not under load).
+    time.sleep(args.idle)
+    idle = server.rss_kib()
     n = len(created)
     print(
         f"{server.kind} ({args.tool}): {n} tasks in flight, {args.pollers} pollers ({polls} polls), errors {errors}, "
@@ -171,7 +177,8 @@ def run(server: Server, args: argparse.Namespace) -> int:
         marginal = (peak[i] - half[1][i]) * 1024 / max(n - half[0], 1) if half else float("nan")
         print(
             f"  {what}: after warm-up {baseline[i] / 1024:.1f} MiB, with {n} in flight {peak[i] / 1024:.1f} MiB, "
-            f"after all finished {after[i] / 1024:.1f} MiB; per in-flight task {per_task:.0f} B "
+            f"after all finished {after[i] / 1024:.1f} MiB, after {args.idle:.0f} s idle {idle[i] / 1024:.1f} MiB; "
+            f"per in-flight task {per_task:.0f} B "
             f"(marginal, from {half[0] if half else '?'} to {n} in flight: {marginal:.0f} B)",
             flush=True,
         )
