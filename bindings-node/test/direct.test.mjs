@@ -10,7 +10,7 @@ import { McpServer, ProtocolError, UrlElicitationRequiredError, inputRequired, s
 import * as z from "zod";
 
 import { TasksServer, currentTask } from "../dist/server.js";
-import { declaresAtMost } from "../dist/direct.js";
+import { callsExecutorOnly, declaresAtMost } from "../dist/direct.js";
 import { EXTENSION_ID, PROTOCOL_VERSION } from "../dist/index.js";
 
 const meta = {
@@ -147,6 +147,15 @@ test("a task ends the same way on every path, for every kind of answer", async (
     assert.equal(made.direct, 1 + 2);
     assert.equal(made.dispatch, 1 + 2);
     assert.ok(made.exchange >= CASES.length, `${made.exchange} servers made for the exchanges`);
+    // The SDK's executeToolHandler still only calls the tool's executor, so the direct run
+    // calls that itself; a subclass that overrides it keeps it.
+    assert.equal(callsExecutorOnly(new McpServer({ name: "plain", version: "1" })), true);
+    class Custom extends McpServer {
+      async executeToolHandler(tool, args, ctx) {
+        return super.executeToolHandler(tool, args, ctx);
+      }
+    }
+    assert.equal(callsExecutorOnly(new Custom({ name: "custom", version: "1" })), false);
   } finally {
     direct.tasks.close();
     dispatch.tasks.close();

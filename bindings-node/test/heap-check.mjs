@@ -117,7 +117,7 @@ const before = await heap();
 await drive(rounds);
 const after = await heap();
 const count = rounds * 5;
-// Tasks in flight: each holds its run (the SDK's exchange the tool runs in) until cancelled.
+// Tasks in flight: each holds its run (the SDK's dispatch of its call: the tool takes ctx) until cancelled.
 const running = [];
 for (let i = 0; i < inFlight; i += LANES) {
   running.push(...(await Promise.all(Array.from({ length: Math.min(LANES, inFlight - i) }, () => create("wait")))));

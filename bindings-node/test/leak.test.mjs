@@ -11,7 +11,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 test("finished tasks do not grow the heap (completed, tool error, failed, cancelled, input answered)", async () => {
   const output = await new Promise((resolve, reject) => {
-    execFile(process.execPath, ["--expose-gc", join(here, "heap-check.mjs"), "1500", "300", "100"], { timeout: 180_000 }, (error, stdout, stderr) =>
+    execFile(process.execPath, ["--expose-gc", join(here, "heap-check.mjs"), "1500", "300", "500"], { timeout: 180_000 }, (error, stdout, stderr) =>
       error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
     );
   });

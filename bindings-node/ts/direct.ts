@@ -50,6 +50,7 @@ interface RegisteredTool {
   handler?: unknown;
   scopeChallenge?: unknown;
   outputSchemaJson?: Record<string, unknown>;
+  executor?: (args: unknown, ctx: unknown) => Promise<unknown>;
 }
 
 /** A JSON-RPC request as the SDK reads it. */
@@ -77,6 +78,8 @@ export type DirectAnswer = { result: unknown } | { error: { code: number; messag
  * over `transport`, connected on first use (`dispatcher`). */
 export interface Direct {
   server: McpServer;
+  /** `callsExecutorOnly(server)`, asked once. */
+  executorOnly: boolean;
   transport?: Promise<DirectTransport | undefined>;
 }
 
@@ -162,6 +165,29 @@ export function dispatcher(direct: Direct, revision: string): Promise<DirectTran
   return direct.transport;
 }
 
+/** Where `server.ts` keeps the SDK's own `McpServer.prototype.executeToolHandler` when it wraps it. */
+export const SDK_EXECUTE_TOOL_HANDLER: unique symbol = Symbol.for("mcp-tasks/server.sdkExecuteToolHandler");
+
+/** What the SDK's `executeToolHandler` is (2.4.0): a call of the tool's executor and nothing else. */
+const EXECUTOR_ONLY = /^async executeToolHandler\(tool, args, ctx\) \{\s*return tool\.executor\(args, ctx\);\s*\}$/;
+
+/**
+ * Whether running `server`'s tools through `executeToolHandler` would only call their executor:
+ * the SDK's method, unchanged (read from its source), not overridden by a subclass or on the
+ * instance. The direct run then calls the executor itself, one frame less held for as long as the
+ * tool runs.
+ */
+export function callsExecutorOnly(server: McpServer): boolean {
+  const prototype = McpServer.prototype as unknown as Record<PropertyKey, unknown>;
+  const sdk = prototype[SDK_EXECUTE_TOOL_HANDLER];
+  return (
+    typeof sdk === "function" &&
+    EXECUTOR_ONLY.test(Function.prototype.toString.call(sdk)) &&
+    Object.getPrototypeOf(server) === McpServer.prototype &&
+    !Object.hasOwn(server, "executeToolHandler")
+  );
+}
+
 /** Whether the installed SDK has every member the direct run reads (checked once). */
 let supported: boolean | undefined;
 
@@ -193,36 +219,36 @@ export function directServer(product: McpServer | Server, revision: string): Dir
   // What the SDK's HTTP entry does to each instance it serves a 2026-07-28 request with (its
   // internal `setNegotiatedProtocolVersion`): results are then projected as that era's.
   (product.server as unknown as { _negotiatedProtocolVersion?: string })._negotiatedProtocolVersion = revision;
-  return { server: product };
+  return { server: product, executorOnly: callsExecutorOnly(product) };
 }
 
 /**
- * Runs `message` (a `tools/call` of a tool `runsDirect` accepted) on `direct`'s server, as the
- * SDK's handler would answer it. `ctx` is what the callback gets after its arguments (a
- * ctx-free callback does not read it; the `ProtocolError` wrapper of `server.ts` finds the run
- * by it). Never throws for what the tool does.
+ * Runs a call of tool `name` with `args` (a tool `runsDirect` accepted) on `direct`'s server, as
+ * the SDK's handler would answer it; a `ProtocolError` the callback throws comes back as
+ * `thrown` (it ends the task: the SDK's handler would make it an `isError` result, and the
+ * exchange's wrapper in `server.ts` would record it). Never throws for what the tool does.
  */
-export async function runDirect(direct: Direct, message: CallMessage, ctx: unknown): Promise<DirectAnswer> {
+export async function runDirect(direct: Direct, name: string, args: unknown): Promise<DirectAnswer | { thrown: ProtocolError }> {
   const steps = direct.server as unknown as ToolSteps;
-  const params = message.params ?? {};
-  const name = String(params.name);
   const tool = steps._registeredTools[name];
   if (tool === undefined || tool.enabled === false) {
     return { error: { code: ProtocolErrorCode.InvalidParams, message: `Tool ${name} ${tool === undefined ? "not found" : "disabled"}` } };
   }
   let result: unknown;
+  let running = false; // a ProtocolError from the callback ends the task; one from validation does not
   try {
-    const args = await steps.validateToolInput(tool, params.arguments, name);
-    result = await steps.executeToolHandler(tool, args, ctx);
+    const valid = await steps.validateToolInput(tool, args, name);
+    running = true;
+    // No context: the callback does not read one.
+    result = await (direct.executorOnly ? tool.executor!(valid, undefined) : steps.executeToolHandler(tool, valid, undefined));
+    running = false;
     await steps.validateToolOutput(tool, result, name);
     if (!isInputRequiredResult(result)) {
       result = direct.server.server.projectCallToolResult(result as CallToolResult, tool.outputSchemaJson);
     }
   } catch (error) {
-    // The SDK's handler passes a URL-elicitation error on (its dispatch then answers -32603 on
-    // this era); the wrapper in `server.ts` has recorded any `ProtocolError`, which ends the task.
-    if (error instanceof ProtocolError && error.code === ProtocolErrorCode.UrlElicitationRequired) {
-      return { error: { code: ProtocolErrorCode.InternalError, message: error.message } };
+    if (error instanceof ProtocolError && running) {
+      return { thrown: error };
     }
     result = steps.createToolError(error instanceof Error ? error.message : String(error));
   }

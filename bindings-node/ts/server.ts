@@ -30,6 +30,7 @@ import {
 
 import type * as NativeModule from "../native.js";
 import {
+  SDK_EXECUTE_TOOL_HANDLER,
   type CallMessage,
   type Direct,
   type DirectTransport,
@@ -974,6 +975,9 @@ function catchProtocolErrors(): void {
   if (typeof original !== "function") {
     throw new Error("mcp-tasks/server needs @modelcontextprotocol/server 2.x (McpServer.executeToolHandler)");
   }
+  // The SDK's own method, for the direct run to tell whether it does anything but call the
+  // tool's executor (`direct.ts`, `callsExecutorOnly`).
+  target[SDK_EXECUTE_TOOL_HANDLER] ??= original;
   target.executeToolHandler = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
     try {
       return await original.apply(this, args);
@@ -1052,11 +1056,12 @@ const PROTOCOL_VERSION: string = (native as Native).PROTOCOL_VERSION;
 /**
  * Runs a task's tool through the SDK until it ends the task. Every round is one `tools/call`
  * the SDK answers, so the tool gets the SDK's validation; the first round sends the client's
- * own message. A tool that takes no context runs directly on a server instance (`direct.ts`);
- * any other runs in an exchange with the SDK's HTTP handler, which gives it its context. The
- * core settles the task from each answer (in `settle`, off this thread); an answer that asks for
- * input moves the task to `input_required`, and the next round carries the answers `tasks/update`
- * gave. Never throws: whatever happens, the task ends terminal.
+ * own message. A tool that takes no context runs directly (`runDirectTask`); one that takes
+ * `ctx` runs through the SDK's dispatch on the factory's one server, or in an exchange with the
+ * SDK's HTTP handler (`routeFor` decides, see `direct.ts`). The core settles the task from each
+ * answer (in `settle`, off this thread); an answer that asks for input moves the task to
+ * `input_required`, and the next round carries the answers `tasks/update` gave. Never throws:
+ * whatever happens, the task ends terminal.
  */
 async function runTask(
   sdk: McpHttpHandler,
@@ -1070,57 +1075,45 @@ async function runTask(
   const native = entry.task;
   let task: RunningTask | undefined; // what `currentTask(ctx)` gives a tool that takes ctx
   const { authInfo } = exchange;
-  let message = JSON.parse(body.toString("utf8")) as CallMessage;
-  let route: Route | undefined;
   try {
-    route = await routeFor(String(message.params?.name));
+    let message = JSON.parse(body.toString("utf8")) as CallMessage;
+    const route = await routeFor(String(message.params?.name));
+    if (route !== undefined && "direct" in route) {
+      // Returned, not awaited: this frame (the call's headers, its body, the routing closure)
+      // ends here, and the run keeps only what it reads.
+      return runDirectTask(entry, route.direct, String(message.params?.name), message.params?.arguments);
+    }
     for (;;) {
-      let run: Run;
+      const signal = signalOf(entry);
+      task ??= new RunningTask(native, taskId, principal, signal);
+      const run: Run = { task };
+      // The tool's `ctx.http.req`, by which `currentTask(ctx)` finds the run; it carries no
+      // body, as the SDK is handed the message parsed.
+      const request = exchangeRequest(exchange, signal);
+      runs.set(request, run);
       let bytes: Buffer;
-      if (route !== undefined && "direct" in route) {
-        run = {};
-        // The tool cannot see its context, so any object stands for the request the
-        // `ProtocolError` wrapper finds the run by.
-        const key = {};
-        runs.set(key, run);
-        const answer = await runDirect(route.direct, message, { http: { req: key } });
-        if (entry.stopped !== undefined) {
+      if (route !== undefined) {
+        const answer = await route.transport.call(message, authInfo === undefined ? { request } : { authInfo, request }, signal);
+        if (entry.stopped !== undefined || answer === undefined) {
           return; // cancelled or expired: the task is terminal already
         }
         bytes = Buffer.from(JSON.stringify(answer));
       } else {
-        const signal = signalOf(entry);
-        task ??= new RunningTask(native, taskId, principal, signal);
-        run = { task };
-        // The tool's `ctx.http.req`, by which `currentTask(ctx)` finds the run; it carries no
-        // body, as the SDK is handed the message parsed.
-        const request = exchangeRequest(exchange, signal);
-        runs.set(request, run);
-        if (route !== undefined) {
-          const answer = await route.transport.call(message, authInfo === undefined ? { request } : { authInfo, request }, signal);
-          if (entry.stopped !== undefined || answer === undefined) {
-            return; // cancelled or expired: the task is terminal already
-          }
-          bytes = Buffer.from(JSON.stringify(answer));
-        } else {
-          // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand
-          // it a body already read), so the request carries none: the SDK would otherwise clone
-          // the request and read the clone's body stream, which cost more than the parse.
-          const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
-          const response = await sdk.fetch(request, options);
-          if (entry.stopped !== undefined) {
-            return; // cancelled or expired: the task is terminal already
-          }
-          bytes = Buffer.from(await response.arrayBuffer());
+        // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand
+        // it a body already read), so the request carries none: the SDK would otherwise clone
+        // the request and read the clone's body stream, which cost more than the parse.
+        const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
+        const response = await sdk.fetch(request, options);
+        if (entry.stopped !== undefined) {
+          return; // cancelled or expired: the task is terminal already
         }
+        bytes = Buffer.from(await response.arrayBuffer());
       }
       if (run.thrown !== undefined) {
-        const [code, message, data] = rpcError(run.thrown);
-        await mapped(() => native.fail(code, message, data));
+        await failWith(native, run.thrown);
         return;
       }
-      const settled = mappedSync(() => native.settle(bytes));
-      const next = settled === null || typeof settled === "string" ? settled : await mapped(() => settled.wait());
+      const next = await settle(native, bytes);
       if (next == null) {
         return;
       }
@@ -1132,14 +1125,59 @@ async function runTask(
       message = { ...original, params: { ...params, ...answers } };
     }
   } catch (error) {
-    if (entry.stopped !== undefined) {
-      return;
-    }
-    const kind = error instanceof Error ? error.name : typeof error;
-    const text = error instanceof Error ? error.message : String(error);
-    // The store may refuse too (the task ended meanwhile): nothing is left to do then.
-    await native.failException(kind, text).catch(() => false);
+    await failUnlessStopped(entry, error);
   }
+}
+
+/**
+ * Runs a ctx-free tool's task (`runDirect`) until it ends the task, holding only what the run
+ * reads: the tool's name and the call's arguments. A round that asks for input runs again once
+ * `tasks/update` has answered (with the same arguments: the tool cannot read the answers). Never
+ * throws: whatever happens, the task ends terminal.
+ */
+async function runDirectTask(entry: Running, direct: Direct, name: string, args: unknown): Promise<void> {
+  const native = entry.task;
+  try {
+    for (;;) {
+      const answer = await runDirect(direct, name, args);
+      if (entry.stopped !== undefined) {
+        return; // cancelled or expired: the task is terminal already
+      }
+      if ("thrown" in answer) {
+        await failWith(native, answer.thrown);
+        return;
+      }
+      if ((await settle(native, Buffer.from(JSON.stringify(answer)))) == null) {
+        return;
+      }
+    }
+  } catch (error) {
+    await failUnlessStopped(entry, error);
+  }
+}
+
+/** Settles a task from the SDK's answer (a JSON-RPC response's bytes): resolves to the answers
+ * of an input round to run again with, or to nothing once the task is terminal. */
+async function settle(native: NativeModule.NativeTask, bytes: Buffer): Promise<string | null | undefined> {
+  const settled = mappedSync(() => native.settle(bytes));
+  return settled === null || typeof settled === "string" ? settled : await mapped(() => settled.wait());
+}
+
+/** Fails a task with the `ProtocolError` its tool threw. */
+async function failWith(native: NativeModule.NativeTask, thrown: ProtocolError): Promise<void> {
+  const [code, message, data] = rpcError(thrown);
+  await mapped(() => native.fail(code, message, data));
+}
+
+/** Fails a task with an error its run threw, unless it was stopped (then it is terminal). */
+async function failUnlessStopped(entry: Running, error: unknown): Promise<void> {
+  if (entry.stopped !== undefined) {
+    return;
+  }
+  const kind = error instanceof Error ? error.name : typeof error;
+  const text = error instanceof Error ? error.message : String(error);
+  // The store may refuse too (the task ended meanwhile): nothing is left to do then.
+  await entry.task.failException(kind, text).catch(() => false);
 }
 
 /** The `text/event-stream` of a listen for tasks: the acknowledgement, each task state, then
