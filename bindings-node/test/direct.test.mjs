@@ -208,3 +208,76 @@ test("a callback's declared parameters are read from its source", () => {
   assert.equal(declaresAtMost(((a) => a).bind(null), 1), false, "a bound function's source cannot be read");
   assert.equal(declaresAtMost("not a function", 1), false);
 });
+
+test("a cancelled ctx-free task stays cancelled while its callback runs on, and the run ends with it", async () => {
+  let release;
+  const released = new Promise((resolve) => (release = resolve));
+  let ended = false;
+  const tasks = await TasksServer.open({ store: "memory://", tools: { nap: "optional" } });
+  const handler = tasks.handler(() => {
+    const server = new McpServer({ name: "nap", version: "1.0.0" });
+    server.registerTool("nap", { description: "waits to be let go" }, async () => {
+      await released;
+      ended = true;
+      return { content: [{ type: "text", text: "woke" }] };
+    });
+    return server;
+  });
+  try {
+    const created = await rpc(handler, "tools/call", { name: "nap", arguments: {} }, "nap");
+    const { taskId } = created.result;
+    const cancelled = await rpc(handler, "tasks/cancel", { taskId }, taskId);
+    assert.equal(cancelled.result?.resultType, "complete", JSON.stringify(cancelled));
+    assert.equal((await rpc(handler, "tasks/get", { taskId }, taskId)).result.status, "cancelled");
+    assert.equal(tasks.running, 1, "the callback cannot see the cancel: it runs on");
+    release();
+    await tasks.drain();
+    assert.equal(ended, true);
+    const read = await rpc(handler, "tasks/get", { taskId }, taskId);
+    assert.equal(read.result.status, "cancelled", "a terminal state never changes");
+    assert.equal(read.result.result, undefined);
+  } finally {
+    tasks.close();
+  }
+});
+
+test("a principal function reads one request header without a Request being built", async () => {
+  const seen = [];
+  const tasks = await TasksServer.open({
+    store: "memory://",
+    tools: { echo: "optional" },
+    principal: ({ header }) => {
+      seen.push([header("X-Caller"), header("x-caller"), header("x-absent")]);
+      return header("x-caller") ?? "anonymous";
+    },
+  });
+  const handler = tasks.handler(() => {
+    const server = new McpServer({ name: "echo", version: "1.0.0" });
+    server.registerTool("echo", { description: "echo" }, async () => ({ content: [] }));
+    return server;
+  });
+  try {
+    const request = new Request("http://localhost/mcp", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": PROTOCOL_VERSION,
+        "mcp-method": "tools/call",
+        "mcp-name": "echo",
+        "x-caller": "carol",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: {}, _meta: meta } }),
+    });
+    const created = JSON.parse(await (await handler.fetch(request)).text());
+    assert.equal(created.result?.resultType, "task");
+    assert.deepEqual(seen, [["carol", "carol", undefined]]);
+    // The task is carol's: an anonymous caller does not see it.
+    const { taskId } = created.result;
+    const foreign = await rpc(handler, "tasks/get", { taskId }, taskId);
+    assert.equal(foreign.error?.code, -32602);
+  } finally {
+    await tasks.drain();
+    tasks.close();
+  }
+});
