@@ -842,16 +842,21 @@ export class TasksServer {
           : parsed !== undefined
             ? Buffer.from(JSON.stringify(parsed))
             : await readNodeBounded(req, limit);
-      const url = `http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`;
+      // Built only when read (a task's run, a request for the SDK), and from the raw headers:
+      // `req.headers` would build Node's header object for every request.
+      let url: string | undefined;
+      const urlOf = (): string => (url ??= `http://${rawHeader(req.rawHeaders, "host") ?? "localhost"}${req.url ?? "/"}`);
       let request: Request | undefined;
       const incoming: Incoming = {
         method,
-        url,
+        get url() {
+          return urlOf();
+        },
         rawHeaders: req.rawHeaders,
         body,
         authInfo: (req as { auth?: AuthInfo }).auth,
         request: () =>
-          (request ??= new Request(url, {
+          (request ??= new Request(urlOf(), {
             method,
             headers: exchangeHeaders(req.rawHeaders),
             signal: signal(),
