@@ -113,7 +113,7 @@ impl Engine {
             }
             set.tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
         }
-        let _ = self.inner.changes.send(Arc::clone(&record));
+        self.inner.listeners.publish(&record);
         ClaimedTask {
             context: TaskContext::new(self.clone(), live),
             tool: record.tool.clone(),

@@ -8,6 +8,7 @@
 
 mod context;
 mod executor;
+mod listeners;
 mod options;
 mod serve;
 
@@ -236,7 +237,8 @@ pub(crate) struct Inner {
     config: EngineConfig,
     live: Mutex<LiveSet>,
     finished: Mutex<FinishedCache>,
-    changes: broadcast::Sender<Arc<TaskRecord>>,
+    /// The open subscriptions, by the task ids they follow (`listeners.rs`).
+    listeners: listeners::Listeners,
     metrics: crate::metrics::Metrics,
     /// Woken when this process makes a task wait for a worker, so a running executor claims it
     /// at once instead of at its next look.
@@ -401,7 +403,6 @@ impl EngineBuilder {
         // The owner id is internal (never on the wire), so it does not consume an id from the
         // injected generator and vector task ids stay `task-1`, `task-2`, ….
         let owner = RandomIds.next_id();
-        let (changes, _) = broadcast::channel(4096);
         // A shared store counts every worker's tasks itself (`insert_within`); otherwise this
         // engine's own tasks are all the live ones (the rest were failed by recovery).
         let quota = if self.store.shared() { LiveQuota::default() } else { self.config.live_quota() };
@@ -414,7 +415,7 @@ impl EngineBuilder {
                 config: self.config,
                 live: Mutex::new(LiveSet { quota, ..LiveSet::default() }),
                 finished: Mutex::new(FinishedCache::default()),
-                changes,
+                listeners: listeners::Listeners::default(),
                 metrics: crate::metrics::Metrics::default(),
                 runnable: tokio::sync::Notify::new(),
             }),
@@ -501,7 +502,7 @@ impl Engine {
     /// cancel (its token fires) or its answers, and subscribers hear the new state.
     pub(crate) async fn refresh(&self, id: &str) {
         let live = self.live(id);
-        if live.is_none() && self.inner.changes.receiver_count() == 0 {
+        if live.is_none() && !self.inner.listeners.any() {
             return; // nobody here runs or watches it
         }
         let stored = match self.inner.store.get(id).await {
@@ -531,7 +532,7 @@ impl Engine {
                 if record.status.is_terminal() {
                     self.remember_finished(&record);
                 }
-                let _ = self.inner.changes.send(record);
+                self.inner.listeners.publish(&record);
             }
         }
     }
@@ -597,7 +598,7 @@ impl Engine {
         self.insert_new(&record).await?;
         let live = Self::new_live(Arc::clone(&record));
         self.inner.live.lock().tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
-        let _ = self.inner.changes.send(Arc::clone(&record));
+        self.inner.listeners.publish(&record);
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
         Ok((result, TaskContext::new(self.clone(), live)))
     }
@@ -625,7 +626,7 @@ impl Engine {
         if !self.inner.store.shared() {
             self.inner.live.lock().waiting.insert(record.id.clone(), principal.to_owned());
         }
-        let _ = self.inner.changes.send(Arc::clone(&record));
+        self.inner.listeners.publish(&record);
         self.inner.runnable.notify_one();
         Ok(CreateTaskResult { result_type: ResultType::Task, task: record.to_task() })
     }
@@ -892,7 +893,7 @@ impl Engine {
                 tracing::warn!(task_id = %record.id, "another worker took this task over; its work here stops");
             }
         }
-        let _ = self.inner.changes.send(record);
+        self.inner.listeners.publish(&record);
     }
 
     /// A change the work itself makes (status, input, checkpoint, result): through its own live
@@ -925,7 +926,7 @@ impl Engine {
                     self.inner.live.lock().finish_waiting(&record.id);
                 }
                 self.remember_finished(&record);
-                let _ = self.inner.changes.send(Arc::clone(&record));
+                self.inner.listeners.publish(&record);
                 return Ok(record);
             }
             task = self.inner.store.get(&record.id).await?.ok_or_else(|| Self::not_found(&record.id))?;
@@ -934,23 +935,27 @@ impl Engine {
     }
 
     /// Opens a notification subscription for `ids`: returns the ids `principal` may see (the
-    /// acknowledged set), their current states, and a receiver of every later change.
+    /// acknowledged set), their current states, and a receiver of every later change of them.
     pub async fn subscribe(&self, principal: &str, ids: &[String]) -> Subscription {
-        // Subscribe before reading so no change between the read and the stream is lost.
-        let rx = self.inner.changes.subscribe();
-        let mut accepted = Vec::new();
+        // Watch before reading so no change between the read and the stream is lost.
+        let queue = Arc::new(listeners::Queue::default());
+        let mut accepted: Vec<String> = Vec::new();
         let mut current = Vec::new();
         for id in ids {
             if accepted.contains(id) {
                 continue;
             }
-            if let Ok(task) = self.read(principal, id).await {
-                accepted.push(id.clone());
-                current.push(task);
+            self.inner.listeners.watch(id, &queue);
+            match self.read(principal, id).await {
+                Ok(task) => {
+                    accepted.push(id.clone());
+                    current.push(task);
+                }
+                Err(_) => self.inner.listeners.unwatch(id, &queue),
             }
         }
         let open = accepted.clone();
-        Subscription { engine: self.clone(), principal: principal.to_owned(), accepted, open, current, rx }
+        Subscription { engine: self.clone(), principal: principal.to_owned(), accepted, open, current, queue }
     }
 
     /// Expires unfinished tasks past their TTL and purges tasks past TTL plus grace.
@@ -1059,7 +1064,8 @@ impl Engine {
     }
 }
 
-/// A notification subscription from [`Engine::subscribe`].
+/// A notification subscription from [`Engine::subscribe`]; dropping it stops its queue
+/// receiving changes.
 pub struct Subscription {
     engine: Engine,
     principal: String,
@@ -1068,7 +1074,7 @@ pub struct Subscription {
     /// Accepted ids not yet reported terminal.
     open: Vec<String>,
     current: Vec<Arc<TaskRecord>>,
-    rx: broadcast::Receiver<Arc<TaskRecord>>,
+    queue: Arc<listeners::Queue>,
 }
 
 impl Subscription {
@@ -1083,32 +1089,26 @@ impl Subscription {
             if self.open.is_empty() {
                 return None;
             }
-            match self.rx.recv().await {
-                Ok(task) if self.open.contains(&task.id) && task.principal == self.principal => {
-                    self.note_terminal(&task);
-                    return Some(task.to_detailed());
-                }
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    // Missed changes: report each accepted task's current state afresh.
-                    for id in self.open.clone() {
-                        if let Ok(task) = self.engine.read(&self.principal, &id).await {
-                            self.current.push(task);
-                        }
-                    }
-                    if let Some(task) = (!self.current.is_empty()).then(|| self.current.remove(0)) {
-                        self.note_terminal(&task);
-                        return Some(task.to_detailed());
-                    }
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
+            let task = self.queue.pop().await;
+            if self.open.contains(&task.id) && task.principal == self.principal {
+                self.note_terminal(&task);
+                return Some(task.to_detailed());
             }
         }
     }
 
     fn note_terminal(&mut self, task: &TaskRecord) {
-        if task.status.is_terminal() {
+        if task.status.is_terminal() && self.open.contains(&task.id) {
             self.open.retain(|id| id != &task.id);
+            self.engine.inner.listeners.unwatch(&task.id, &self.queue);
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        for id in &self.open {
+            self.engine.inner.listeners.unwatch(id, &self.queue);
         }
     }
 }
