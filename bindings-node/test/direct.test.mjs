@@ -281,3 +281,25 @@ test("a principal function reads one request header without a Request being buil
     tasks.close();
   }
 });
+
+test("a factory that throws fails the task it was asked for, and is asked again for the next", async () => {
+  let calls = 0;
+  const tasks = await TasksServer.open({ store: "memory://", tools: { text: "optional" } });
+  const handler = tasks.handler(() => {
+    calls++;
+    if (calls === 1) throw new Error("not ready yet");
+    const server = new McpServer({ name: "flaky", version: "1.0.0" });
+    server.registerTool("text", { description: "text" }, async () => ({ content: [{ type: "text", text: "ok" }] }));
+    return server;
+  });
+  try {
+    const first = await outcome(tasks, handler, "text", {});
+    assert.match(first, /"status":"failed"/);
+    assert.match(first, /not ready yet/);
+    const second = await outcome(tasks, handler, "text", {});
+    assert.match(second, /"status":"completed"/);
+    assert.equal(calls, 2);
+  } finally {
+    tasks.close();
+  }
+});

@@ -676,8 +676,15 @@ export class TasksServer {
       return undefined;
     }
     if (!this.#factoryReadsContext) {
+      // A factory that throws fails this task (as the SDK answers 500 to its request), and the
+      // next task asks it again.
       this.#shared ??= (async () =>
-        directServer(await factory(factoryContext(undefined, exchangeRequest(exchange))), PROTOCOL_VERSION))();
+        directServer(await factory(factoryContext(undefined, exchangeRequest(exchange))), PROTOCOL_VERSION))().catch(
+        (error: unknown) => {
+          this.#shared = undefined;
+          throw error;
+        },
+      );
       const direct = await this.#shared;
       if (direct === undefined) {
         return undefined;
