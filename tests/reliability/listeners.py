@@ -69,7 +69,7 @@ def main() -> int:
             finally:
                 server.kill()
         if run.returncode != 0:
-            log(f"{kind}: listen-scale exited with {run.returncode}: {run.stderr.strip()[-2000:]}")
+            log(f"{kind}: listen-scale exited with {run.returncode}: {run.stderr.strip()[:2000]}")
             failed = True
             continue
         if run.stderr.strip():
@@ -83,11 +83,15 @@ def main() -> int:
         f"{args.streams} streams of one task and {args.groups} of {args.group_size}, "
         f"tasks completing at {args.rate:.0f}/s; latency from the state change to the frame read"
     )
-    print("| server | streams | frames | p50 ms | p99 ms | max ms | streams that missed a task | RSS per open stream |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| server | streams | pushed frames | ended before their stream was open | p50 ms | p99 ms | max ms "
+        "| streams that missed a task | RSS per open stream |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind, f in rows:
         print(
-            f"| {kind} | {f['streams']} | {f['frames']} | {f['p50_ms']:.2f} | {f['p99_ms']:.2f} | {f['max_ms']:.2f} "
+            f"| {kind} | {f['streams']} | {f['frames']} | {f['before_open']} | {f['p50_ms']:.2f} | {f['p99_ms']:.2f} "
+            f"| {f['max_ms']:.2f} "
             f"| {f['short_streams']} | {f['rss_per_stream_b']:,.0f} B |",
             flush=True,
         )
