@@ -230,7 +230,7 @@ export function directServer(product: McpServer | Server, revision: string): Dir
  */
 export async function runDirect(direct: Direct, name: string, args: unknown): Promise<DirectAnswer | { thrown: ProtocolError }> {
   const steps = direct.server as unknown as ToolSteps;
-  const tool = steps._registeredTools[name];
+  const tool = registeredTool(direct.server, name);
   if (tool === undefined || tool.enabled === false) {
     return { error: { code: ProtocolErrorCode.InvalidParams, message: `Tool ${name} ${tool === undefined ? "not found" : "disabled"}` } };
   }
@@ -300,9 +300,9 @@ function registeredTool(product: McpServer, name: string): RegisteredTool | unde
 /** Whether a task of `name` may run directly on `product` (`runDirect`): a tool `runsShared`
  * accepts whose callback declares no context parameter. */
 export function runsDirect(product: McpServer, name: string): boolean {
-  const tool = registeredTool(product, name);
+  const tool = sharedTool(product, name);
   // The SDK calls the callback `(args, ctx)` when the tool has an input schema, else `(ctx)`.
-  return runsShared(product, name) && declaresAtMost(tool!.handler, tool!.inputSchema === undefined ? 0 : 1);
+  return tool !== undefined && declaresAtMost(tool.handler, tool.inputSchema === undefined ? 0 : 1);
 }
 
 /**
@@ -312,13 +312,31 @@ export function runsDirect(product: McpServer, name: string): boolean {
  * included, runs through the exchange and gets the SDK's answer.
  */
 export function runsShared(product: McpServer, name: string): boolean {
+  return sharedTool(product, name) !== undefined;
+}
+
+/** The tool `name` of `product` when `runsShared` accepts it. */
+function sharedTool(product: McpServer, name: string): RegisteredTool | undefined {
   const tool = registeredTool(product, name);
   if (tool === undefined || tool.enabled === false || tool.scopeChallenge !== undefined) {
-    return false;
+    return undefined;
   }
   const schema = product.toolInputSchemaJson(name);
-  return schema === undefined || !JSON.stringify(schema).includes('"x-mcp-header"');
+  return schema === undefined || !declaresMcpHeader(schema) ? tool : undefined;
 }
+
+/** Whether a tool's JSON input schema declares an `x-mcp-header` parameter, by schema object (the
+ * SDK converts a tool's schema once and keeps it; this is asked for every task). */
+function declaresMcpHeader(schema: object): boolean {
+  let declares = mcpHeaderSchemas.get(schema);
+  if (declares === undefined) {
+    declares = JSON.stringify(schema).includes('"x-mcp-header"');
+    mcpHeaderSchemas.set(schema, declares);
+  }
+  return declares;
+}
+
+const mcpHeaderSchemas = new WeakMap<object, boolean>();
 
 /**
  * Whether `fn` declares at most `count` parameters, read from its source: `fn.length` stops
@@ -330,23 +348,33 @@ export function declaresAtMost(fn: unknown, count: number): boolean {
   if (typeof fn !== "function") {
     return false;
   }
+  let declared = declaredCounts.get(fn);
+  if (declared === undefined) {
+    declared = declaredParameters(fn);
+    declaredCounts.set(fn, declared);
+  }
+  return declared <= count;
+}
+
+/** `declaredParameters` by function: it is asked for every task, and a source does not change. */
+const declaredCounts = new WeakMap<object, number>();
+
+/** How many parameters `fn`'s source declares; `Infinity` when any argument may be read. */
+function declaredParameters(fn: object): number {
   const source = Function.prototype.toString.call(fn);
   if (source.includes("[native code]")) {
-    return false;
+    return Infinity;
   }
   const params = parameterList(source);
-  if (params === undefined) {
-    return false;
-  }
-  if (params.some((param) => param.startsWith("..."))) {
-    return false;
+  if (params === undefined || params.some((param) => param.startsWith("..."))) {
+    return Infinity;
   }
   // An arrow function has no `arguments` of its own; any other kind may read its arguments so.
   const arrow = /^(async\s*)?(\(|[\w$]+\s*=>)/.test(source);
   if (!arrow && /\barguments\b/.test(source)) {
-    return false;
+    return Infinity;
   }
-  return params.length <= count;
+  return params.length;
 }
 
 /** The top-level parameters of a function's source (trimmed, empty ones dropped), or

@@ -17,14 +17,11 @@ import type { Socket } from "node:net";
 import {
   type AuthInfo,
   type CreateMcpHandlerOptions,
-  type JSONRPCMessage,
   type McpHttpHandler,
   type McpRequestContext,
   McpServer,
-  type MessageExtraInfo,
   ProtocolError,
   type Server,
-  type Transport,
   createMcpHandler,
 } from "@modelcontextprotocol/server";
 
@@ -541,6 +538,7 @@ export class TasksServer {
     // caller, its headers) makes a server per task for it, still without an exchange.
     this.#factoryReadsContext = !declaresAtMost(factory, 0);
     this.#shared = undefined;
+    this.#exchangeTools.clear();
     // Resumable tasks a dead process left run again through this handler's SDK (the first
     // handler's, when there are several).
     if (!this.#executing && !this.#native.acceptsOnly) {
@@ -1089,11 +1087,12 @@ async function runTask(
   const { authInfo } = exchange;
   try {
     let message = JSON.parse(body.toString("utf8")) as CallMessage;
-    const route = await routeFor(String(message.params?.name));
+    const name = String(message.params?.name);
+    const route = await routeFor(name);
     if (route !== undefined && "direct" in route) {
       // Returned, not awaited: this frame (the call's headers, its body, the routing closure)
       // ends here, and the run keeps only what it reads.
-      return runDirectTask(entry, route.direct, String(message.params?.name), message.params?.arguments);
+      return runDirectTask(entry, route.direct, name, message.params?.arguments);
     }
     for (;;) {
       const signal = signalOf(entry);
