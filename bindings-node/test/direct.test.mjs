@@ -18,8 +18,9 @@ const meta = {
   "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
 };
 
-/** One JSON-RPC request to a handler's fetch face; resolves to the parsed answer. */
-async function rpc(handler, method, params, name, authInfo) {
+/** One JSON-RPC request to a handler's fetch face, with `headers` added to the standard ones;
+ * resolves to the parsed answer. */
+async function rpc(handler, method, params, name, authInfo, headers = {}) {
   const request = new Request("http://localhost/mcp", {
     method: "POST",
     headers: {
@@ -28,6 +29,7 @@ async function rpc(handler, method, params, name, authInfo) {
       "mcp-protocol-version": PROTOCOL_VERSION,
       "mcp-method": method,
       "mcp-name": name,
+      ...headers,
     },
     body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: meta } }),
   });
@@ -257,19 +259,7 @@ test("a principal function reads one request header without a Request being buil
     return server;
   });
   try {
-    const request = new Request("http://localhost/mcp", {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": PROTOCOL_VERSION,
-        "mcp-method": "tools/call",
-        "mcp-name": "echo",
-        "x-caller": "carol",
-      },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", arguments: {}, _meta: meta } }),
-    });
-    const created = JSON.parse(await (await handler.fetch(request)).text());
+    const created = await rpc(handler, "tools/call", { name: "echo", arguments: {} }, "echo", undefined, { "x-caller": "carol" });
     assert.equal(created.result?.resultType, "task");
     assert.deepEqual(seen, [["carol", "carol", undefined]]);
     // The task is carol's: an anonymous caller does not see it.
