@@ -1,17 +1,21 @@
 // `handler.nodeServer(limits)` against slow and hostile clients, with short bounds: a half-sent
 // header is closed, a slow body gets the table's 408, a header section over the limit 431 (a
 // JSON-RPC error read before the close, even when the client is still sending), and the cap
-// sheds the oldest connection that had no request so a legitimate one is served. Every wait is
-// bounded; nothing asserts timing beyond that bound.
+// sheds the oldest connection that had no request so a legitimate one is served, and a response
+// whose reader stopped reading is closed after the stall bound while another is written to its
+// end. Every wait is bounded; nothing asserts timing beyond that bound.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { connect } from "node:net";
 
 import { McpServer } from "@modelcontextprotocol/server";
-import { DEFAULT_SERVE_LIMITS, TasksServer } from "../dist/server.js";
+import { DEFAULT_SERVE_LIMITS, TasksServer, createNodeServer } from "../dist/server.js";
 
 const BOUND_MS = 10_000;
-const LIMITS = { headerReadTimeoutMs: 300, bodyReadTimeoutMs: 300, idleTimeoutMs: 300, maxConnections: 6, maxHeaderBytes: 16 << 10 };
+const LIMITS = {
+  headerReadTimeoutMs: 300, bodyReadTimeoutMs: 300, idleTimeoutMs: 300, maxConnections: 6, maxHeaderBytes: 16 << 10,
+  writeStallTimeoutMs: 300,
+};
 let handler;
 let server;
 let port;
@@ -45,6 +49,13 @@ function exchange(bytes, socket = connect(port, "127.0.0.1")) {
     socket.on("close", () => (clearTimeout(timer), resolve(Buffer.concat(chunks).toString())));
     if (bytes !== null) socket.write(bytes);
   });
+}
+
+/** `promise`, or a failure once `BOUND_MS` passed without it. */
+function within(promise) {
+  let timer;
+  const late = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("not within the bound")), BOUND_MS)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 function call(name) {
@@ -101,4 +112,46 @@ test("at the cap, the oldest connection that had no request makes room", async (
   for (const { socket } of flood) socket.destroy();
   patient.closeAllConnections();
   await new Promise((resolve) => patient.close(resolve));
+});
+
+test("a reader that stops reading is closed; another gets the whole response", async () => {
+  // A chatty listen stream's stand-in: 32 MB in 16 KB chunks (more than a loopback socket's
+  // buffers hold), each written after the last drained.
+  const chunk = Buffer.alloc(16 << 10, "x");
+  let stalledGone;
+  const stalledClosed = new Promise((resolve) => (stalledGone = resolve));
+  const streaming = createNodeServer(async (req, res) => {
+    if (req.url === "/stalled") res.once("close", () => stalledGone(res.writableFinished));
+    res.writeHead(200, { "content-type": "text/plain" });
+    for (let i = 0; i < 2_048 && !res.destroyed; i++) {
+      if (!res.write(chunk)) {
+        await new Promise((resolve) => {
+          const done = () => (res.off("drain", done), res.off("close", done), resolve());
+          res.on("drain", done).on("close", done);
+        });
+      }
+    }
+    res.end();
+  }, LIMITS);
+  await new Promise((resolve) => streaming.listen(0, "127.0.0.1", resolve));
+  const at = streaming.address().port;
+  const request = (path) => `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`;
+  const stalled = connect(at, "127.0.0.1");
+  const held = [];
+  stalled.on("data", (data) => held.push(data));
+  stalled.once("data", () => stalled.pause()); // the head, then nothing read
+  stalled.on("error", () => {});
+  const clientSaw = new Promise((resolve) => stalled.once("close", resolve));
+  stalled.write(request("/stalled"));
+  const whole = await exchange(request("/read"), connect(at, "127.0.0.1"));
+  assert.match(whole, /0\r\n\r\n$/, "the reader got the response to its end");
+  // The server closes the stalled response unfinished (the stall bound is 300 ms)...
+  assert.equal(await within(stalledClosed), false, "closed before its end was written");
+  // ...and the client reads what the kernel held, then the end.
+  stalled.resume();
+  await within(clientSaw);
+  const got = Buffer.concat(held).toString();
+  assert.ok(got.length < whole.length, `${got.length} < ${whole.length}`);
+  assert.doesNotMatch(got, /0\r\n\r\n$/, "it ended without the chunked body's end");
+  await new Promise((resolve) => streaming.close(resolve));
 });

@@ -231,6 +231,11 @@ export interface ServeLimits {
   /** The largest request header section (default 64 KiB): `maxHeaderSize`, set only when the
    * server is created (`nodeServer()`). */
   maxHeaderBytes: number;
+  /** How long a connection's peer may take none of the bytes waiting to be sent (default 30 s:
+   * a listen stream's reader that stopped reading, once the socket's buffers are full) before
+   * the connection is closed. The reader gets what was buffered, then the end in the middle of
+   * its response; other connections are written meanwhile as ever. */
+  writeStallTimeoutMs: number;
 }
 
 /** Core's default `ServeLimits` for this process. */
@@ -263,8 +268,9 @@ export function createNodeServer(
 }
 
 /** The connections of a protected server, oldest first, with whether each has had a request
- * and is serving one. */
-type Tracked = Map<Socket, { requested: boolean; busy: boolean }>;
+ * and is serving one, and for a stalled write, the bytes the kernel had taken and since when
+ * that has not grown. */
+type Tracked = Map<Socket, { requested: boolean; busy: boolean; taken: number; stalledSince: number | undefined }>;
 
 /**
  * Applies `limits` to a `node:http` server made elsewhere (Express's `app.listen`, your own
@@ -284,9 +290,14 @@ export function protectNodeServer(server: HttpServer, limits: Partial<ServeLimit
       socket.destroy(); // every connection is serving a request: this one waits its turn elsewhere
       return;
     }
-    open.set(socket, { requested: false, busy: false });
+    open.set(socket, { requested: false, busy: false, taken: 0, stalledSince: undefined });
     socket.once("close", () => open.delete(socket));
   });
+  // Stalled writes are looked for by one timer for all connections (a timer per write would
+  // cost more than the look: 10,000 listen streams take well under a millisecond).
+  const every = Math.max(50, Math.min(1_000, l.writeStallTimeoutMs / 4));
+  const stalls = setInterval(() => closeStalled(open, l.writeStallTimeoutMs), every).unref();
+  server.once("close", () => clearInterval(stalls));
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const entry = open.get(req.socket);
     if (entry !== undefined) {
@@ -323,6 +334,29 @@ export function protectNodeServer(server: HttpServer, limits: Partial<ServeLimit
     socket.resume();
     setTimeout(() => socket.destroy(), 2_000).unref();
   });
+}
+
+/** Closes every connection whose peer has taken none of the bytes waiting to be sent for
+ * `boundMs`. The kernel has taken what was handed to the socket (`bytesWritten`) less what is
+ * still buffered (`writableLength`); while something is buffered and that does not grow, the
+ * peer is not reading. */
+function closeStalled(open: Tracked, boundMs: number): void {
+  const now = performance.now();
+  for (const [socket, entry] of open) {
+    const waiting = socket.writableLength;
+    if (waiting === 0) {
+      entry.stalledSince = undefined;
+      continue;
+    }
+    const taken = socket.bytesWritten - waiting;
+    if (entry.stalledSince === undefined || taken !== entry.taken) {
+      entry.taken = taken;
+      entry.stalledSince = now;
+    } else if (now - entry.stalledSince >= boundMs) {
+      open.delete(socket);
+      socket.destroy();
+    }
+  }
 }
 
 /** Closes the oldest connection that has had no request and is not serving one (a flood's

@@ -1,8 +1,9 @@
 """``mcp_tasks.serving`` (uvicorn with core's bounds on connections) against slow and hostile
 clients, with short bounds: a half-sent header and a silent connection are closed, a slow body
 gets the table's 408, a header section over the limit 431 (a JSON-RPC error read before the
-close), and the cap sheds the oldest connection that had no request so a legitimate one is
-served. A plain ASGI app stands in for an mcp one: what is tested is the HTTP layer. Every wait
+close), the cap sheds the oldest connection that had no request so a legitimate one is
+served, and a response whose reader stopped reading is closed after the stall bound while
+another is written to its end. A plain ASGI app stands in for an mcp one: what is tested is the HTTP layer. Every wait
 is bounded; nothing asserts timing beyond that bound."""
 
 from __future__ import annotations
@@ -21,17 +22,28 @@ from mcp_tasks.serving import DEFAULT_SERVE_LIMITS, uvicorn_config
 
 BOUND = 10.0
 LIMITS = {"headerReadTimeoutMs": 300, "bodyReadTimeoutMs": 300, "idleTimeoutMs": 1000, "maxConnections": 6,
-          "maxHeaderBytes": 16 << 10}
+          "maxHeaderBytes": 16 << 10, "writeStallTimeoutMs": 300}
+# How long /stream writes (five times the stall bound), and each of its chunks.
+STREAM_S, CHUNK = 1.5, b"x" * (16 << 10)
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Reads the whole body, then answers 200."""
+    """Reads the whole body, then answers 200: ``served``, or on ``/stream`` chunks for
+    ``STREAM_S`` (a chatty listen stream's stand-in)."""
     if scope["type"] != "http":
         return
     while (await receive()).get("more_body"):
         pass
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": b"served"})
+    if scope["path"] != "/stream":
+        await send({"type": "http.response.body", "body": b"served"})
+        return
+    end = time.monotonic() + STREAM_S
+    for _ in range(1_000_000):  # bounded in count too
+        if time.monotonic() > end:
+            break
+        await send({"type": "http.response.body", "body": CHUNK, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _serve(limits: dict[str, int]) -> Iterator[int]:
@@ -120,3 +132,26 @@ def test_at_the_cap_the_oldest_connection_that_had_no_request_makes_room(patient
     finally:
         for s in flood:
             s.close()
+
+
+def test_a_reader_that_stops_reading_is_closed_and_another_gets_the_whole_response(port: int) -> None:
+    request = b"GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with socket.socket() as stalled:
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.settimeout(BOUND)
+        stalled.connect(("127.0.0.1", port))
+        stalled.sendall(request)
+        assert stalled.recv(64).startswith(b"HTTP/1.1 200")  # then it reads nothing
+        whole = _exchange(port, request)
+        assert whole.endswith(b"0\r\n\r\n"), "the reader got the response to its end"
+        # The stall began within the first of the stream's 1.5 s; its bound is 300 ms: the
+        # connection is closed by now.
+        held = []
+        try:
+            while chunk := stalled.recv(65536):
+                held.append(chunk)
+        except ConnectionResetError:
+            pass
+        got = b"".join(held)
+        assert len(got) < len(whole), (len(got), len(whole))
+        assert not got.endswith(b"0\r\n\r\n"), "it ended without the chunked body's end"

@@ -26,6 +26,13 @@ pub struct ServeLimits {
     /// The largest request header section read (default 64 KiB; hyper allows ~400 KiB, a
     /// memory bound 20,000 held connections multiply).
     pub max_header_bytes: usize,
+    /// How long a response (a `subscriptions/listen` stream above all) may have bytes to send
+    /// that its peer does not take before the connection is closed (default 30 s). A client that
+    /// stopped reading fills the socket's buffers and then holds nothing else: its stream's
+    /// pending changes are coalesced to one state per task meanwhile, and other streams are
+    /// written on their own. The client reads what was buffered, then the connection's end
+    /// without the response's end (an incomplete body).
+    pub write_stall_timeout: Duration,
 }
 
 impl Default for ServeLimits {
@@ -36,6 +43,7 @@ impl Default for ServeLimits {
             idle_timeout: Duration::from_secs(60),
             max_connections: None,
             max_header_bytes: 64 << 10,
+            write_stall_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -57,7 +65,7 @@ pub fn default_max_connections() -> usize {
 impl ServeLimits {
     /// The limits as bindings read them (camelCase, milliseconds), with the connection cap
     /// resolved: `headerReadTimeoutMs`, `bodyReadTimeoutMs`, `idleTimeoutMs`, `maxConnections`,
-    /// `maxHeaderBytes`.
+    /// `maxHeaderBytes`, `writeStallTimeoutMs`.
     pub fn to_json(&self) -> serde_json::Value {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         serde_json::json!({
@@ -66,6 +74,7 @@ impl ServeLimits {
             "idleTimeoutMs": ms(self.idle_timeout),
             "maxConnections": self.max_connections.unwrap_or_else(default_max_connections),
             "maxHeaderBytes": self.max_header_bytes,
+            "writeStallTimeoutMs": ms(self.write_stall_timeout),
         })
     }
 }
@@ -86,6 +95,7 @@ impl ServeLimits {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(defaults.max_header_bytes),
+            write_stall_timeout: ms("writeStallTimeoutMs", defaults.write_stall_timeout),
         }
     }
 }

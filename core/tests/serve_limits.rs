@@ -1,8 +1,10 @@
 //! The host's connection loop against slow and hostile clients (`host::serve_with` with short
 //! bounds): half-sent headers and idle connections are closed, a slow body gets the table's 408,
 //! a header section over the limit 431, the cap sheds the oldest connection that completed no
-//! request so a legitimate one is served, and a listen stream outlives every bound. Every wait is
-//! bounded; the bounds asserted are generous multiples of the configured ones.
+//! request so a legitimate one is served, a listen stream outlives every bound, and one whose
+//! reader stopped reading is closed after the stall bound while another on the same task gets
+//! every state. Every wait is bounded; the bounds asserted are generous multiples of the
+//! configured ones.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,12 +25,42 @@ fn limits() -> ServeLimits {
         idle_timeout: Duration::from_millis(300),
         max_connections: Some(8),
         max_header_bytes: 16 << 10,
+        write_stall_timeout: Duration::from_millis(300),
     }
 }
 
+/// How long the `chatty` tool sets status messages (five times the stall bound: a reader that
+/// stopped reading has full buffers and a write waiting for most of it), and how long each is.
+const CHATTER: (Duration, usize) = (Duration::from_millis(1_500), 16 << 10);
+
 async fn host(limits: ServeLimits) -> std::net::SocketAddr {
+    host_with(limits, Arc::new(tokio::sync::Notify::new())).await
+}
+
+/// The host, its `chatty` tool starting to chatter when `go` is notified.
+async fn host_with(limits: ServeLimits, go: Arc<tokio::sync::Notify>) -> std::net::SocketAddr {
     let engine = mcp_tasks::Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
+    let chatty = handler_fn(move |_call, c| {
+        let go = Arc::clone(&go);
+        async move {
+            go.notified().await;
+            let started = std::time::Instant::now();
+            // Bounded in count too, should the clock stall.
+            for i in 0..1_000_000 {
+                if started.elapsed() > CHATTER.0 {
+                    break;
+                }
+                let mut message = format!("{i} ");
+                message.extend(std::iter::repeat_n('x', CHATTER.1));
+                c.set_status_message(message).await?;
+                // The test's runtime has one thread: the streams are written between changes.
+                tokio::task::yield_now().await;
+            }
+            Ok(text_result("said"))
+        }
+    });
     let host = Host::builder(engine)
+        .tool(Tool::new("chatty", chatty).mode(TaskMode::Required).poll_interval_ms(60_000))
         .tool(Tool::new("echo", handler_fn(|_c, _x| async { Ok(text_result("hi")) })))
         .tool(
             Tool::new(
@@ -152,4 +184,36 @@ async fn a_listen_stream_outlives_every_bound() {
     let stream = read_to_close(&mut listen).await;
     assert!(stream.contains("\"status\":\"completed\""), "{stream}");
     assert!(stream.contains("\"resultType\":\"complete\""), "the graceful close: {stream}");
+}
+
+#[tokio::test]
+async fn a_reader_that_stops_reading_is_closed_and_the_others_get_every_state() {
+    let go = Arc::new(tokio::sync::Notify::new());
+    let addr = host_with(limits(), Arc::clone(&go)).await;
+    let mut call = TcpStream::connect(addr).await.unwrap();
+    call.write_all(&request("tools/call", json!({"name": "chatty", "arguments": {}}), Some("chatty"))).await.unwrap();
+    let created = read_some(&mut call).await;
+    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    let listen = request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None);
+    // The stalled reader takes its response head and acknowledgement, then reads nothing; its
+    // small receive buffer fills at once.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled.write_all(&listen).await.unwrap();
+    assert!(read_some(&mut stalled).await.starts_with("HTTP/1.1 200"));
+    let mut reader = TcpStream::connect(addr).await.unwrap();
+    reader.write_all(&listen).await.unwrap();
+    assert!(read_some(&mut reader).await.starts_with("HTTP/1.1 200"));
+    go.notify_one();
+    let all = read_to_close(&mut reader).await;
+    assert!(all.contains("\"status\":\"completed\""), "the reading stream saw the end");
+    assert!(all.contains("\"resultType\":\"complete\""), "and its graceful close");
+    // The stall began within the first of the tool's 1.5 s; its bound is 300 ms: the connection
+    // is closed by now.
+    let held = read_to_close(&mut stalled).await;
+    assert!(held.len() < all.len(), "the stalled stream got {} bytes, the reader {}", held.len(), all.len());
+    assert!(!held.contains("\"resultType\":\"complete\""), "it ended without the listen's close");
+    assert!(!held.ends_with("0\r\n\r\n"), "and without its chunked body's end");
 }

@@ -11,6 +11,10 @@ same as the Rust host's and the TypeScript server's):
   closed when the header has not arrived within ``headerReadTimeoutMs`` (10 s); one idle between
   requests after ``idleTimeoutMs`` (60 s, uvicorn's ``timeout_keep_alive``); a request being
   served (a ``subscriptions/listen`` stream) has no such deadline;
+- a connection whose peer has taken none of the bytes waiting to be sent for
+  ``writeStallTimeoutMs`` (30 s: a listen stream's reader that stopped reading, once the
+  socket's buffers are full) is closed; the reader gets what was buffered, then the end in the
+  middle of its response, and the other connections are written meanwhile as ever;
 - a body that has not arrived within ``bodyReadTimeoutMs`` (30 s) of its header gets the table's
   408, a header section over ``maxHeaderBytes`` (64 KiB) 431, bytes that are no HTTP request 400,
   each a JSON-RPC error sent before a lingering close (the client reads it instead of a reset);
@@ -36,7 +40,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from . import _native
 
 #: Core's default limits for this process (``headerReadTimeoutMs``, ``bodyReadTimeoutMs``,
-#: ``idleTimeoutMs``, ``maxConnections``, ``maxHeaderBytes``).
+#: ``idleTimeoutMs``, ``maxConnections``, ``maxHeaderBytes``, ``writeStallTimeoutMs``).
 DEFAULT_SERVE_LIMITS: Mapping[str, int] = _native.serve_limits()
 
 # How long a refused connection's remaining bytes are read and dropped before it closes.
@@ -65,6 +69,7 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
     merged = {**DEFAULT_SERVE_LIMITS, **(limits or {})}
     header_s = merged["headerReadTimeoutMs"] / 1000
     body_s = merged["bodyReadTimeoutMs"] / 1000
+    stall_s = merged["writeStallTimeoutMs"] / 1000
     cap = max(1, int(merged["maxConnections"]))
     # Open connections, oldest first (a dict keeps insertion order).
     open_: dict[ProtectedH11Protocol, None] = {}
@@ -81,6 +86,9 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
             self._lingering = False
             self._header_timer: asyncio.TimerHandle | None = None
             self._body_timer: asyncio.TimerHandle | None = None
+            self._stall_timer: asyncio.TimerHandle | None = None
+            # The transport's unsent bytes when the stall was last looked at.
+            self._unsent = 0
 
         # -- the cap ---------------------------------------------------------------------------
 
@@ -107,10 +115,38 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
                 self._header_timer = self.loop.call_later(header_s, self._header_late)
 
         def _cancel_timers(self) -> None:
-            for timer in (self._header_timer, self._body_timer):
+            for timer in (self._header_timer, self._body_timer, self._stall_timer):
                 if timer is not None:
                     timer.cancel()
-            self._header_timer = self._body_timer = None
+            self._header_timer = self._body_timer = self._stall_timer = None
+
+        # -- a peer that stopped reading ---------------------------------------------------------
+
+        def pause_writing(self) -> None:
+            # The transport holds more than its high-water mark: the socket's buffers are full.
+            # uvicorn's app waits for the drain meanwhile, so the unsent bytes only fall, and
+            # only when the peer reads.
+            super().pause_writing()
+            if self._stall_timer is None:
+                self._unsent = self.transport.get_write_buffer_size()
+                self._stall_timer = self.loop.call_later(stall_s, self._stall_late)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
+
+        def _stall_late(self) -> None:
+            self._stall_timer = None
+            if self.transport.is_closing():
+                return
+            unsent = self.transport.get_write_buffer_size()
+            if unsent < self._unsent:  # the peer read some: a slow reader, not a stopped one
+                self._unsent = unsent
+                self._stall_timer = self.loop.call_later(stall_s, self._stall_late)
+                return
+            self.transport.abort()  # what the kernel holds still reaches the peer, then the end
 
         def _header_late(self) -> None:
             self._header_timer = None

@@ -13,6 +13,11 @@
 //!   reserve): at the cap, or when `accept` runs out of descriptors (`EMFILE`, `ENFILE`), the
 //!   oldest connection that has not completed a request is shed to make room, so a legitimate
 //!   request is served while a flood lasts. Accept errors never end or spin the loop.
+//! - A connection whose peer has taken none of the bytes the host has to send (a listen stream's
+//!   reader that stopped reading, once the socket's buffers are full) for
+//!   [`ServeLimits::write_stall_timeout`] is closed. The reader gets what was buffered, then the
+//!   connection's end in the middle of its response; every other connection is written on its
+//!   own task, so a stalled one delays none of them meanwhile.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -60,9 +65,26 @@ struct Conn {
     busy: AtomicU64,
     shed: CancellationToken,
     epoch: Instant,
+    /// Since when (nanoseconds from `epoch`, plus one) a write has waited on a socket whose
+    /// buffers are full; 0 while writes go through.
+    stalled: AtomicU64,
 }
 
 impl Conn {
+    /// A connection that owes its first header, on a server started at `epoch`.
+    fn new(epoch: Instant) -> Self {
+        let conn = Self {
+            phase: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            shed: CancellationToken::new(),
+            epoch,
+            stalled: AtomicU64::new(0),
+        };
+        conn.set(Phase::Head(conn.now()));
+        conn
+    }
+
     fn now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX) << 2 >> 2
     }
@@ -104,13 +126,42 @@ impl Conn {
         }
     }
 
-    /// When the connection is to be closed if nothing changes, or `None` while serving.
+    /// A write found the socket's buffers full: the stall starts now unless one already runs.
+    fn write_blocked(&self) {
+        let _ = self.stalled.compare_exchange(0, self.now() + 1, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    fn watch_write(&self, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Pending => self.write_blocked(),
+            Poll::Ready(Ok(n)) if *n > 0 => self.wrote(),
+            Poll::Ready(_) => {}
+        }
+    }
+
+    /// A write went through: the peer is reading.
+    fn wrote(&self) {
+        if self.stalled.load(Ordering::Relaxed) != 0 {
+            self.stalled.store(0, Ordering::Release);
+        }
+    }
+
+    /// When the connection is to be closed if nothing changes: its header or idle bound, or its
+    /// stalled write's; `None` while a request is served and its bytes go out.
     fn deadline(&self, limits: &ServeLimits) -> Option<Instant> {
         let at = |since: u64, bound: Duration| self.epoch + Duration::from_nanos(since) + bound;
-        match self.phase() {
+        let phase = match self.phase() {
             Phase::Head(since) => Some(at(since, limits.header_read_timeout)),
             Phase::Busy => None,
             Phase::Idle(since) => Some(at(since, limits.idle_timeout)),
+        };
+        let stall = match self.stalled.load(Ordering::Acquire) {
+            0 => None,
+            since => Some(at(since - 1, limits.write_stall_timeout)),
+        };
+        match (phase, stall) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -145,7 +196,8 @@ impl Registry {
     }
 }
 
-/// Reads through to the socket, telling the connection when bytes arrive.
+/// Reads and writes through to the socket, telling the connection when bytes arrive and when a
+/// write waits on the peer.
 struct Watched {
     stream: tokio::net::TcpStream,
     conn: Arc<Conn>,
@@ -164,7 +216,9 @@ impl AsyncRead for Watched {
 
 impl AsyncWrite for Watched {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.conn.watch_write(&polled);
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -180,7 +234,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.conn.watch_write(&polled);
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -303,14 +359,7 @@ pub async fn serve_with(
         // Small writes (a listen's notifications) go out at once, not after the peer's delayed
         // ACK (Nagle held the second frame of a listen ~40 ms).
         let _ = stream.set_nodelay(true);
-        let conn = Arc::new(Conn {
-            phase: AtomicU64::new(0),
-            served: AtomicU64::new(0),
-            busy: AtomicU64::new(0),
-            shed: CancellationToken::new(),
-            epoch,
-        });
-        conn.set(Phase::Head(conn.now()));
+        let conn = Arc::new(Conn::new(epoch));
         let id = registry.next.fetch_add(1, Ordering::Relaxed);
         registry.conns.lock().insert(id, Arc::clone(&conn));
         let registry = Arc::clone(&registry);
@@ -366,6 +415,7 @@ async fn serve_connection(
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let mut graceful = false;
+    let recheck = limits.header_read_timeout.min(limits.idle_timeout).min(limits.write_stall_timeout);
     loop {
         let deadline = conn.deadline(limits);
         tokio::select! {
@@ -378,12 +428,19 @@ async fn serve_connection(
             () = async {
                 match deadline {
                     Some(at) => tokio::time::sleep_until(at).await,
-                    // Serving: look again later (the phase changes without waking this task).
-                    None => tokio::time::sleep(limits.header_read_timeout.min(limits.idle_timeout)).await,
+                    // Serving: look again later (the phase and a stall change without waking
+                    // this task).
+                    None => tokio::time::sleep(recheck).await,
                 }
             } => {
                 if conn.deadline(limits).is_some_and(|at| at <= Instant::now()) {
-                    return; // a header or an idle wait past its bound: close
+                    if conn.stalled.load(Ordering::Acquire) != 0 {
+                        tracing::info!(
+                            seconds = limits.write_stall_timeout.as_secs_f64(),
+                            "closed a connection whose peer took none of its response's bytes within the bound"
+                        );
+                    }
+                    return; // a header, an idle wait or a stalled write past its bound: close
                 }
             }
         }
@@ -396,13 +453,7 @@ mod tests {
 
     #[test]
     fn a_phase_round_trips_through_its_atomic() {
-        let conn = Conn {
-            phase: AtomicU64::new(0),
-            served: AtomicU64::new(0),
-            busy: AtomicU64::new(0),
-            shed: CancellationToken::new(),
-            epoch: Instant::now(),
-        };
+        let conn = Conn::new(Instant::now());
         for phase in [Phase::Head(0), Phase::Head(123_456_789), Phase::Busy, Phase::Idle(42)] {
             conn.set(phase);
             assert_eq!(conn.phase(), phase);
@@ -416,6 +467,22 @@ mod tests {
         conn.finished();
         assert!(matches!(conn.phase(), Phase::Idle(_)));
         assert_eq!(conn.served.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_stalled_write_gives_a_served_connection_a_deadline_until_bytes_go_out() {
+        let conn = Conn::new(Instant::now());
+        let limits = ServeLimits::default();
+        conn.started();
+        assert_eq!(conn.deadline(&limits), None, "serving, and writing freely");
+        conn.watch_write(&Poll::Pending);
+        let first = conn.deadline(&limits).expect("a stalled write has a bound");
+        conn.watch_write(&Poll::Pending);
+        assert_eq!(conn.deadline(&limits), Some(first), "a stall keeps its start");
+        conn.watch_write(&Poll::Ready(Ok(0)));
+        assert_eq!(conn.deadline(&limits), Some(first), "no byte went out");
+        conn.watch_write(&Poll::Ready(Ok(10)));
+        assert_eq!(conn.deadline(&limits), None, "the peer read again");
     }
 
     #[test]
