@@ -60,7 +60,7 @@ def command(kind: str, port: int, store: str) -> list[str]:
 class Server:
     """One server process on 127.0.0.1, in its own process group (so kill -9 reaches all of it)."""
 
-    def __init__(self, kind: str, store: str, port: int | None = None) -> None:
+    def __init__(self, kind: str, store: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
         self.kind = kind
         self.port = port or free_port()
         # MCP_TASKS_SERVER_WRAP prefixes the command (a profiler: `heaptrack -o /tmp/h`); the
@@ -72,6 +72,7 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
         deadline = time.monotonic() + 60
         while True:
