@@ -60,7 +60,8 @@ def command(kind: str, port: int, store: str) -> list[str]:
 class Server:
     """One server process on 127.0.0.1, in its own process group (so kill -9 reaches all of it)."""
 
-    def __init__(self, kind: str, store: str, port: int | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, kind: str, store: str, port: int | None = None, env: dict[str, str] | None = None,
+                 extra: list[str] | None = None) -> None:
         self.kind = kind
         self.port = port or free_port()
         # MCP_TASKS_SERVER_WRAP prefixes the command (a profiler: `heaptrack -o /tmp/h`); the
@@ -68,7 +69,7 @@ class Server:
         wrap = os.environ.get("MCP_TASKS_SERVER_WRAP", "").split()
         self.wrapped = bool(wrap)
         self.proc = subprocess.Popen(
-            wrap + command(kind, self.port, store),
+            wrap + command(kind, self.port, store) + (extra or []),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
