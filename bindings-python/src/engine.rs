@@ -13,7 +13,7 @@ use mcp_tasks::engine::{
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
 use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Reply, Route, Routed, Routing,
-    ToolCallRoute, ToolEntry, get_result,
+    ToolCallRoute, ToolEntry, get_result, sse_event,
 };
 use mcp_tasks::protocol::{Resume, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
@@ -742,18 +742,21 @@ impl PyServer {
         let decision = if body.is_some_and(|b| b.len() > GATE_DETACH_BYTES) { py.detach(decide) } else { decide() };
         match decision {
             Decision::Reply(reply) => reply_tuple(&reply).into_pyobject(py).map(BoundObject::into_any),
-            // A listen streams through mcp's request (its back channel); a synchronous call's
-            // tool is checked against mcp's tools by `tool_call`.
-            Decision::Route(routed) if !matches!(routed.route, Route::Listen { .. }) => {
+            // A synchronous call's tool is checked against mcp's tools by `tool_call`; a listen
+            // for tasks streams from here (`PyRouted::open_listen`) or, handed to mcp, through
+            // mcp's request.
+            Decision::Route(routed) => {
                 let (tool, plain) = match &routed.route {
                     Route::CallTool(call) => {
                         (Some(call.name.clone()), call.request_state.is_none() && call.input_responses.is_none())
                     }
                     _ => (None, true),
                 };
+                let listen = matches!(routed.route, Route::Listen { .. });
                 let routed = PyRouted {
                     tool,
                     plain,
+                    listen,
                     meta: self.result_meta.read().clone(),
                     routed: parking_lot::Mutex::new(Some(routed)),
                     engine: self.engine.clone(),
@@ -761,7 +764,7 @@ impl PyServer {
                 };
                 Ok(Bound::new(py, routed)?.into_any())
             }
-            Decision::Route(_) | Decision::Delegate | Decision::DelegateCall { .. } => Ok(py.None().into_bound(py)),
+            Decision::Delegate | Decision::DelegateCall { .. } => Ok(py.None().into_bound(py)),
         }
     }
 
@@ -914,6 +917,7 @@ struct Stamped<'a> {
 pub(crate) struct PyRouted {
     tool: Option<String>,
     plain: bool,
+    listen: bool,
     meta: Option<Arc<serde_json::Value>>,
     routed: parking_lot::Mutex<Option<Routed>>,
     engine: Engine,
@@ -945,6 +949,41 @@ impl PyRouted {
     #[getter]
     fn plain(&self) -> bool {
         self.plain
+    }
+
+    /// True for a `subscriptions/listen` for tasks: open it with [`PyRouted::open_listen`].
+    #[getter]
+    fn listen(&self) -> bool {
+        self.listen
+    }
+
+    /// Opens a routed `subscriptions/listen` for `principal`: resolves to `(None, stream)`, the
+    /// [`PySseListen`] to send as `text/event-stream`, or to `((status, headers, body), None)`,
+    /// the protocol error a refused listen gets, as the Rust host answers it.
+    fn open_listen<'py>(&self, py: Python<'py>, principal: String) -> PyResult<Bound<'py, PyAny>> {
+        let Routed { reply, principal, route } = self.take(principal)?;
+        if !matches!(route, Route::Listen { .. }) {
+            return Err(pyo3::exceptions::PyValueError::new_err("Routed.open_listen serves subscriptions/listen"));
+        }
+        let frames = reply.listen_frames();
+        let engine = self.engine.clone();
+        crate::awaitable(py, async move {
+            match engine.serve(&principal, route).await {
+                Ok(Served::Listen(subscription)) => {
+                    let ack = sse_event(&frames.ack(&subscription.accepted)).into_bytes();
+                    let listen = PySseListen {
+                        frames,
+                        ack,
+                        subscription: Arc::new(tokio::sync::Mutex::new(subscription)),
+                        closed: Arc::new(tokio::sync::Notify::new()),
+                        is_closed: std::sync::atomic::AtomicBool::new(false),
+                    };
+                    Ok((None, Some(listen)))
+                }
+                Ok(other) => unreachable!("a listen route serves a subscription, not {other:?}"),
+                Err(e) => Ok((Some(reply_tuple(&reply.error(&e))), None)),
+            }
+        })
     }
 
     /// Performs `tasks/get`, `tasks/update` or `tasks/cancel` for `principal`: resolves to
@@ -1009,6 +1048,67 @@ impl PyRouted {
                 Err(e) => Ok((reply_tuple(&reply.error(&e.to_protocol())), None, None)),
             }
         })
+    }
+}
+
+/// One `subscriptions/listen` stream opened by [`PyRouted::open_listen`], framed by core as SSE
+/// events (the bytes the Rust host sends): send [`PySseListen::ack`], then every event
+/// [`PySseListen::next`] resolves to, then [`PySseListen::close_event`]; [`PySseListen::close`]
+/// when the client went away (dropping it does the same).
+#[pyclass(name = "SseListen", module = "mcp_tasks._native", frozen)]
+pub(crate) struct PySseListen {
+    frames: ListenFrames,
+    ack: Vec<u8>,
+    subscription: Arc<tokio::sync::Mutex<Subscription>>,
+    /// Notified by `close`: a `next` waiting resolves to None and lets the subscription go.
+    closed: Arc<tokio::sync::Notify>,
+    is_closed: std::sync::atomic::AtomicBool,
+}
+
+#[pymethods]
+impl PySseListen {
+    /// The acknowledgement (one SSE event).
+    #[getter]
+    fn ack(&self) -> &[u8] {
+        &self.ack
+    }
+
+    /// The next `notifications/tasks` (one SSE event), or None once every accepted task is
+    /// terminal and reported, or the stream was closed.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (subscription, closed, frames) =
+            (Arc::clone(&self.subscription), Arc::clone(&self.closed), self.frames.clone());
+        let ended = self.is_closed.load(std::sync::atomic::Ordering::Acquire);
+        crate::awaitable(py, async move {
+            if ended {
+                return Ok(None);
+            }
+            let mut subscription = subscription.lock().await;
+            tokio::select! {
+                () = closed.notified() => Ok(None),
+                task = subscription.next() => Ok(task.map(|task| sse_event(&frames.task(task)).into_bytes())),
+            }
+        })
+    }
+
+    /// The listen request's result (one SSE event), which ends the stream gracefully.
+    #[getter]
+    fn close_event(&self) -> Vec<u8> {
+        sse_event(&self.frames.close()).into_bytes()
+    }
+
+    /// Stops the stream: a `next` waiting, and every later one, resolves to None.
+    fn close(&self) {
+        self.is_closed.store(true, std::sync::atomic::Ordering::Release);
+        // A stored permit also ends a `next` that began before the flag was set and waits yet.
+        self.closed.notify_one();
+        self.closed.notify_waiters();
+    }
+}
+
+impl Drop for PySseListen {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

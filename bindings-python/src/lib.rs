@@ -264,6 +264,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyServer>()?;
     m.add_class::<engine::PyListen>()?;
     m.add_class::<engine::PyRouted>()?;
+    m.add_class::<engine::PySseListen>()?;
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyTaskExecution>()?;
     m.add_function(wrap_pyfunction!(client::outcome_result, m)?)?;

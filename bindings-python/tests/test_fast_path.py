@@ -164,3 +164,60 @@ async def test_a_prepare_step_or_another_middleware_keeps_mcp_in_the_path() -> N
     with counting_mcp() as seen:
         await answers(server)
     assert seen == REACH_MCP
+
+
+async def listen_messages(server: MCPServer, created_by: str) -> tuple[list[Any], list[str]]:
+    """Creates a task of ``work`` and listens for it through ``server``'s app: the messages of
+    the stream (parsed), and the methods mcp's entry handled meanwhile."""
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    with counting_mcp() as seen:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
+        ):
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "work", "arguments": {"n": 1}, "_meta": META}}
+            await client.post("/mcp", content=json.dumps(call),
+                              headers={**HEADERS, "mcp-method": "tools/call", "mcp-name": "work"})
+            for _ in range(20):  # the tool's run finishes first: both streams start from its end
+                await asyncio.sleep(0)
+            listen = {"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
+                      "params": {"notifications": {"taskIds": [created_by, "not-mine"]}, "_meta": META}}
+            response = await client.post("/mcp", content=json.dumps(listen),
+                                          headers={**HEADERS, "mcp-method": "subscriptions/listen"})
+            assert response.headers["content-type"].startswith("text/event-stream")
+    messages = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    return messages, seen
+
+
+async def test_a_listen_for_tasks_streams_from_core_without_mcp() -> None:
+    fast, through_fast = await listen_messages(build(default_principal), "t-1")
+    slow, through_mcp = await listen_messages(build(lambda ctx: default_principal(ctx)), "t-1")
+    assert "subscriptions/listen" not in through_fast and "subscriptions/listen" in through_mcp
+    assert fast == slow, "the same messages as through mcp"
+    assert fast[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert fast[0]["params"]["notifications"]["taskIds"] == ["t-1"]
+    assert [m["params"]["status"] for m in fast[1:-1]] == ["completed"]
+    assert fast[-1]["result"]["resultType"] == "complete"
+
+
+async def test_closing_a_core_listen_ends_its_waiting_next() -> None:
+    engine = _native.Engine("memory://", id_prefix="t")
+    server = _native.Server(engine, "optional")
+    _, task = await engine.create_task("", "tool")  # the default principal's, never finished
+    listen = {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+              "params": {"notifications": {"taskIds": ["t-1"]}, "_meta": META}}
+    headers = [(k, v) for k, v in {**HEADERS, "mcp-method": "subscriptions/listen"}.items()]
+    routed = server.gate("POST", headers, json.dumps(listen).encode())
+    assert isinstance(routed, _native.Routed) and routed.listen
+    refusal, stream = await routed.open_listen("")
+    assert refusal is None and stream is not None
+    assert b"notifications/subscriptions/acknowledged" in stream.ack
+    assert b'"status":"working"' in (await stream.next() or b""), "the current state first"
+    waiting = asyncio.ensure_future(stream.next())
+    await asyncio.sleep(0.05)
+    assert not waiting.done(), "no change yet"
+    stream.close()  # the client went away
+    assert await asyncio.wait_for(waiting, 10) is None
+    assert await stream.next() is None, "and stays closed"
+    del task

@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit", "refusal_reply", "serve_limits"]
+__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "SseListen", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit", "refusal_reply", "serve_limits"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -91,6 +91,11 @@ class Routed:
     def tool(self) -> str | None: ...
     @property
     def plain(self) -> bool: ...
+    @property
+    def listen(self) -> bool: ...
+    def open_listen(
+        self, principal: str
+    ) -> Awaitable[tuple[tuple[int, list[tuple[str, str]], bytes] | None, SseListen | None]]: ...
     def perform(self, principal: str) -> Awaitable[tuple[int, list[tuple[str, str]], bytes]]: ...
     def create(
         self,
@@ -144,6 +149,17 @@ class Listen:
     def next(self) -> Awaitable[dict[str, Any] | None]: ...
     @property
     def close_result(self) -> dict[str, Any]: ...
+
+@final
+class SseListen:
+    """One subscriptions/listen stream core opened without mcp, framed as SSE events."""
+
+    @property
+    def ack(self) -> bytes: ...
+    def next(self) -> Awaitable[bytes | None]: ...
+    @property
+    def close_event(self) -> bytes: ...
+    def close(self) -> None: ...
 
 @final
 class Subscription:

@@ -137,7 +137,12 @@ class _Gate:
         body = b"".join(chunks)
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         answer = self._server.gate(scope["method"], headers, None if size > self._limit else body)
-        if isinstance(answer, _native.Routed):
+        if isinstance(answer, _native.Routed) and answer.listen:
+            opened = await self._extension._open_listen_early(answer, scope, self.transport)
+            if opened is not None and opened[1] is not None:
+                return await _send_listen(opened[1], receive, send)
+            answer = None if opened is None else opened[0]
+        elif isinstance(answer, _native.Routed):
             answer = await self._extension._perform(answer, scope, self.transport)
         if answer is not None:
             status, extra, payload = answer
@@ -161,6 +166,27 @@ class _Gate:
 
 # Set on a request's ASGI scope once core decided it: the gate inside the app lets it through.
 _DECIDED = "mcp_tasks.decided"
+
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+async def _send_listen(listen: _native.SseListen, receive: Any, send: Any) -> None:
+    """Sends a listen stream core opened and framed: its acknowledgement, each state, then the
+    closing result. It stops when the client goes away (an ``http.disconnect``), which would
+    otherwise leave it waiting for its tasks' next change."""
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    await send({"type": "http.response.body", "body": listen.ack, "more_body": True})
+    # The body was read whole already: what receive() gives next is the disconnect.
+    gone = asyncio.ensure_future(receive())
+    gone.add_done_callback(lambda _: listen.close())
+    try:
+        while (event := await listen.next()) is not None:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+        if not gone.done():
+            await send({"type": "http.response.body", "body": listen.close_event})
+    finally:
+        gone.cancel()
+        listen.close()
 
 
 class _Front:
@@ -652,6 +678,29 @@ class TasksExtension(Extension):
             self._spawn(functools.partial(call_next, ctx), task)
         return created
 
+    async def _open_listen_early(
+        self, routed: _native.Routed, scope: dict[str, Any], transport: _Transport | None
+    ) -> tuple[tuple[int, list[tuple[str, str]], bytes] | None, _native.SseListen | None] | None:
+        """Opens a routed ``subscriptions/listen`` for tasks without mcp, when nothing of mcp's
+        could have seen it (as for :meth:`_perform`): the stream to send, or the refusal to
+        answer; ``None`` hands it to mcp, which streams it through its request as before.
+        Without mcp's session streams in the way, each state is one ``send`` of the bytes core
+        framed (at 10,100 streams, mcp's per-frame machinery was most of the server's time)."""
+        if not await self._may_perform(scope, transport):
+            return None
+        return await routed.open_listen(default_principal(None))  # type: ignore[arg-type]
+
+    async def _may_perform(self, scope: dict[str, Any], transport: _Transport | None) -> bool:
+        """Whether core may perform a request without mcp: see :meth:`_perform`."""
+        server = self._mcp_server
+        return not (
+            transport is None
+            or server is None
+            or self._principal is not default_principal
+            or not all(self._passes_by(m) for m in server._lowlevel_server.middleware)
+            or not await transport.admits(scope)
+        )
+
     async def _perform(
         self, routed: _native.Routed, scope: dict[str, Any], transport: _Transport | None
     ) -> tuple[int, list[tuple[str, str]], bytes] | None:
@@ -665,14 +714,7 @@ class TasksExtension(Extension):
         ``prepare`` step, an MRTR round or ``Mcp-Param-*`` headers for mcp to check. Anything
         else goes through mcp as before, and is answered the same.
         """
-        server = self._mcp_server
-        if (
-            transport is None
-            or server is None
-            or self._principal is not default_principal
-            or not all(self._passes_by(m) for m in server._lowlevel_server.middleware)
-            or not await transport.admits(scope)
-        ):
+        if not await self._may_perform(scope, transport):
             return None
         tool = routed.tool
         if tool is None:  # tasks/get, tasks/update, tasks/cancel
