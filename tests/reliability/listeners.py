@@ -11,7 +11,7 @@ and reads them all. Per server it prints the latency from each state change (the
 the server's RSS per open stream.
 
     tests/reliability/listeners.py rust|python|node ... [--streams 10000] [--groups 100]
-        [--group-size 100] [--rate 1000] [--smoke]
+        [--group-size 100] [--rate 1000] [--lead SECONDS] [--smoke]
 
 `--smoke` runs it small (200 streams, 4 groups of 10, 200 tasks/s): CI's check that every
 stream gets every frame, with no timing asserted. Not part of CI at full size (a minute or two
@@ -37,6 +37,8 @@ def main() -> int:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--group-size", type=int, default=100)
     parser.add_argument("--rate", type=float, default=1_000.0)
+    parser.add_argument("--lead", type=float, default=None,
+                        help="seconds from the first create to the first task due (listen-scale's default: 75 s at full size)")
     parser.add_argument("--smoke", action="store_true", help="small, as CI runs it")
     args = parser.parse_args()
     if args.smoke:
@@ -64,7 +66,7 @@ def main() -> int:
                     "--group-size", str(args.group_size),
                     "--rate", str(args.rate),
                     "--pid", str(server.pid),
-                ]
+                ] + (["--lead", str(args.lead)] if args.lead is not None else [])
                 run = subprocess.run(command, capture_output=True, text=True, timeout=1_800)
             finally:
                 server.kill()
