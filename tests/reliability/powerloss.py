@@ -149,6 +149,13 @@ def after_power_loss(journal: Path, initial: dict[str, bytes], keep: str = "none
     return {path: bytes(f.durable) for path, f in files.items() if f.durable is not None}
 
 
+def _pending(file: File | None, kind: str) -> list[tuple]:
+    """The operations waiting on a record's file (a write, truncate or allocate names one)."""
+    if file is None:
+        raise SystemExit(f"journal: a {kind!r} record without a path")
+    return file.pending
+
+
 def _record(raw: bytes, at: int, files: dict[str, File]) -> int:
     """Applies the journal record at `at` to `files`; returns the next record's offset."""
 
@@ -170,14 +177,14 @@ def _record(raw: bytes, at: int, files: dict[str, File]) -> int:
         offset, size = take("<QI")
         if at + size > len(raw):
             raise IndexError("cut short")
-        file.pending.append(("W", seq, offset, raw[at:at + size]))
+        _pending(file, kind).append(("W", seq, offset, raw[at:at + size]))
         at += size
     elif kind == "T":
         (size,) = take("<Q")
-        file.pending.append(("T", seq, size))
+        _pending(file, kind).append(("T", seq, size))
     elif kind == "A":
         offset, size = take("<QQ")
-        file.pending.append(("A", seq, offset, size))
+        _pending(file, kind).append(("A", seq, offset, size))
     elif kind == "S":
         (before,) = take("<Q")
         for target in (files.values() if file is None else [file]):
@@ -248,20 +255,23 @@ class Postgres:
     def power_loss(self, keep: str, rng: random.Random) -> None:
         pid = int((self.data / "postmaster.pid").read_text().split()[0])
         family = [pid] + _descendants(pid)
-        for p in family:
+        for member in family:
             try:
-                os.kill(p, signal.SIGKILL)
+                os.kill(member, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for p in family:
-            while Path(f"/proc/{p}").exists() and _state(p) not in ("Z", "X"):
+        deadline = time.monotonic() + 30
+        for member in family:
+            while _state(member) not in ("Z", "X"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"PostgreSQL process {member} outlived SIGKILL by 30 s")
                 time.sleep(0.01)
         disk = after_power_loss(self.journal, self.initial, keep, rng)
-        for p in self.dir.glob(".s.PGSQL.*"):
-            p.unlink()  # the socket and its lock, held by no process after a reboot
-        for p in list(self.data.rglob("*")):
-            if p.is_file() or p.is_symlink():
-                p.unlink()
+        for stale in self.dir.glob(".s.PGSQL.*"):
+            stale.unlink()  # the socket and its lock, held by no process after a reboot
+        for stale in list(self.data.rglob("*")):
+            if stale.is_file() or stale.is_symlink():
+                stale.unlink()
         # After a real power loss no process has the pid postmaster.pid names; here the killed
         # postmaster may linger as a zombie its parent has not reaped, which PostgreSQL would take
         # for a live server.
@@ -299,7 +309,7 @@ def _as_postgres(command: list[str], root_only: bool = False) -> None:
     subprocess.run(run, check=True, cwd="/", stdout=subprocess.DEVNULL)
 
 
-def _descendants(pid: int) -> list[str]:
+def _descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for status in Path("/proc").glob("[0-9]*/stat"):
         try:
