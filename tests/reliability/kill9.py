@@ -26,8 +26,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from servers import KINDS, Client, Server, build, log, task_id
+from servers import KINDS, Client, Server, build, create_until, log
 
 WRITERS = 8
 
@@ -40,23 +41,15 @@ def trial(kind: str, rng: random.Random) -> tuple[int, int, int]:
         lock = threading.Lock()
         stop = threading.Event()
 
-        def writer(w: int) -> None:
-            client = Client(server.port, timeout=10)
-            n = 0
-            while not stop.is_set():
-                n += 1
-                # One in eight finishes at once, so completed records are in flight too.
-                seconds = 0 if n % 8 == 0 else 60
-                try:
-                    created = task_id(client.sleep_task(seconds, f"w{w}-{n}"))
-                except (OSError, ValueError):
-                    continue  # the server died mid-request: not acknowledged
-                if created is not None:
-                    with lock:
-                        acked.append(created)
-            client.close()
+        def on_ack(_seconds: float, result: dict[str, Any]) -> None:
+            with lock:
+                acked.append(result["taskId"])
 
-        threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+        def seconds(n: int) -> float:
+            return 0 if n % 8 == 0 else 60  # one in eight finishes at once: completions in flight too
+
+        threads = [threading.Thread(target=create_until, args=(server.port, w, stop, seconds, on_ack))
+                   for w in range(WRITERS)]
         for t in threads:
             t.start()
         time.sleep(rng.uniform(0.3, 2.5))

@@ -54,8 +54,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from servers import KINDS, ROOT, Client, Server, build, free_port, log, task_id
+from servers import KINDS, ROOT, Client, Server, build, create_until, free_port, log
 
 WRITERS = 8
 # A fact lost this long before one that survived is out of order (see the docstring).
@@ -364,23 +365,14 @@ def _run(kind: str, store: str, env: dict[str, str], extra: list[str], data: Pat
     lock = threading.Lock()
     stop = threading.Event()
 
-    def writer(w: int) -> None:
-        client = Client(server.port, timeout=10)
-        n = 0
-        while not stop.is_set():
-            n += 1
-            seconds = 0 if n % 4 == 0 else rng.uniform(0.05, 0.4) if n % 4 == 1 else 60
-            try:
-                answer = client.sleep_task(seconds, f"w{w}-{n}")
-            except (OSError, ValueError):
-                continue  # the server died mid-request: not acknowledged
-            created = task_id(answer)
-            if created is not None:
-                with lock:
-                    creates.append((_when(answer["result"]["createdAt"]), created))
-                    if seconds < 60:
-                        finishing.append(created)
-        client.close()
+    def seconds(n: int) -> float:
+        return 0 if n % 4 == 0 else rng.uniform(0.05, 0.4) if n % 4 == 1 else 60
+
+    def on_ack(sleep: float, result: dict[str, Any]) -> None:
+        with lock:
+            creates.append((_when(result["createdAt"]), result["taskId"]))
+            if sleep < 60:
+                finishing.append(result["taskId"])
 
     def watcher() -> None:
         client = Client(server.port, timeout=10)
@@ -400,7 +392,8 @@ def _run(kind: str, store: str, env: dict[str, str], extra: list[str], data: Pat
             time.sleep(0.005)
         client.close()
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
+    threads = [threading.Thread(target=create_until, args=(server.port, w, stop, seconds, on_ack))
+               for w in range(WRITERS)]
     threads.append(threading.Thread(target=watcher))
     for t in threads:
         t.start()

@@ -13,7 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +170,26 @@ class Client:
 def task_id(answer: dict[str, Any]) -> str | None:
     """The task id of a CreateTaskResult response, or None for any other answer."""
     return (answer.get("result") or {}).get("taskId")
+
+
+def create_until(port: int, writer: int, stop: threading.Event, seconds: Callable[[int], float],
+                 acknowledged: Callable[[float, dict[str, Any]], None]) -> None:
+    """One writer of a burst (kill9.py, powerloss.py): creates tasks of the fixture tool
+    `slow_compute` on one connection until `stop` is set, the n-th sleeping `seconds(n)`, and calls
+    `acknowledged(seconds, result)` with each CreateTaskResult received. A request the server died
+    in the middle of is no acknowledgement."""
+    client = Client(port, timeout=10)
+    n = 0
+    while not stop.is_set():
+        n += 1
+        sleep = seconds(n)
+        try:
+            answer = client.sleep_task(sleep, f"w{writer}-{n}")
+        except (OSError, ValueError):
+            continue  # the server died mid-request: not acknowledged
+        if task_id(answer) is not None:
+            acknowledged(sleep, answer["result"])
+    client.close()
 
 
 def log(*parts: Any) -> None:

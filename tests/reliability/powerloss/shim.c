@@ -142,6 +142,16 @@ static int inside(const char *path) {
     return journal >= 0 && path != NULL && strncmp(path, dir, dir_len) == 0 && path[dir_len] == '/';
 }
 
+// Forgets what is known of `fd` (closed, opened again, or another file now): its path is looked
+// up afresh at its next write. Called with the lock held.
+static void forget(int fd) {
+    if (state[fd] == 1) {
+        free(paths[fd]);
+        paths[fd] = NULL;
+    }
+    state[fd] = 0;
+}
+
 // The tracked path of `fd`, or NULL. Called with the lock held.
 static const char *fd_path(int fd) {
     if (journal < 0 || fd < 0 || fd >= MAX_FDS || fd == journal) {
@@ -149,9 +159,7 @@ static const char *fd_path(int fd) {
     }
     struct stat st;
     if (state[fd] == 1 && (fstat(fd, &st) != 0 || st.st_dev != devs[fd] || st.st_ino != inos[fd])) {
-        free(paths[fd]);
-        paths[fd] = NULL;
-        state[fd] = 0;
+        forget(fd);
     }
     if (state[fd] == 0) {
         char link[64], target[PATH_MAX];
@@ -526,12 +534,8 @@ int close(int fd) {
     init();
     if (fd >= 0 && fd < MAX_FDS && journal >= 0) {
         pthread_mutex_lock(&lock);
-        if (state[fd] == 1) {
-            free(paths[fd]);
-            paths[fd] = NULL;
-        }
-        state[fd] = 0;
-        finish();
+        forget(fd);
+        pthread_mutex_unlock(&lock);
     }
     return real_close(fd);
 }
@@ -542,13 +546,9 @@ static int opened(int fd, int dirfd, const char *path, int flags) {
     if (fd >= 0 && journal >= 0) {
         pthread_mutex_lock(&lock);
         if (fd < MAX_FDS) {
-            if (state[fd] == 1) {
-                free(paths[fd]);
-                paths[fd] = NULL;
-            }
-            state[fd] = 0;
+            forget(fd);
         }
-        finish();
+        pthread_mutex_unlock(&lock);
         char abs[PATH_MAX];
         if ((flags & O_TRUNC) && inside(absolute(dirfd, path, abs))) {
             record_truncate_path(abs, 0);
