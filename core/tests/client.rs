@@ -249,6 +249,36 @@ async fn closing_the_client_closes_its_listen_streams() {
     drop(execution);
 }
 
+/// A task that waits for its stream or its next poll has no tokio task of its own: a cancel
+/// from a thread outside any runtime (a binding's) wakes it, and closing the client ends the
+/// waiting tasks at once, with their references kept for `resume_all`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_task_wakes_from_any_thread_and_ends_with_its_client() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).memory_store().build().unwrap();
+    let execution = Arc::new(task(client.call_tool("slow_hugepoll", json!({"ms": 20_000})).await.unwrap()));
+    wait_until("no listen stream was opened", || transport.open_listens.load(Ordering::SeqCst) > 0).await;
+    let (cancelling, observer) = (Arc::clone(&execution), execution.updates());
+    std::thread::spawn(move || cancelling.cancel(CancelMode::Stop).unwrap()).join().unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), execution.result()).await;
+    assert_eq!(outcome.expect("the cancel did not wake the task").unwrap(), Outcome::Cancelled);
+    let states: Vec<_> = observer.collect().await;
+    assert!(!states.is_empty(), "the updates end once the task has its outcome");
+
+    let waiting = task(client.call_tool("slow_hugepoll", json!({"ms": 20_000})).await.unwrap());
+    let mut updates = waiting.updates();
+    assert_eq!(updates.next().await.unwrap().task.status, TaskStatus::Working);
+    wait_until("the second task was not carried", || transport.open_listens.load(Ordering::SeqCst) > 0).await;
+    client.close().await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), waiting.finished()).await;
+    assert!(matches!(ended.expect("close left the task waiting"), Err(ClientError::Detached)));
+    // States not yet handed out still are, then the updates end.
+    let rest = tokio::time::timeout(Duration::from_secs(10), updates.collect::<Vec<_>>()).await;
+    assert!(rest.expect("close left the updates open").iter().all(|s| s.task.status == TaskStatus::Working));
+    assert!(matches!(waiting.cancel(CancelMode::Stop), Err(ClientError::Detached)));
+}
+
 /// Waits until `done()` holds, checking every 10 ms; fails with `failure` after 10 s.
 async fn wait_until(failure: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);

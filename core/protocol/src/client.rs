@@ -486,9 +486,22 @@ pub struct TaskDriver {
     pending_answers: InputResponses,
     /// Answers sent in the `tasks/update` not yet acknowledged; resent if it fails.
     unacked_answers: InputResponses,
-    outcome: Option<Outcome>,
+    /// Boxed: a driver lives as long as its task is followed, without an outcome until its end.
+    outcome: Option<Box<Outcome>>,
     events: VecDeque<DriverEvent>,
     outgoing: VecDeque<Outgoing>,
+    /// Counts the changes of `state` ([`TaskDriver::revision`]).
+    revision: u64,
+}
+
+/// Pops the front of `queue`, and lets its room go once it is empty: a followed task keeps its
+/// driver for its whole life, and the few events of one change need no room kept after it.
+fn pop_releasing<T>(queue: &mut VecDeque<T>) -> Option<T> {
+    let item = queue.pop_front();
+    if queue.is_empty() && queue.capacity() > 0 {
+        *queue = VecDeque::new();
+    }
+    item
 }
 
 impl TaskDriver {
@@ -525,11 +538,11 @@ impl TaskDriver {
             outcome: None,
             events: VecDeque::new(),
             outgoing: VecDeque::new(),
+            revision: 0,
             state,
         };
         if driver.state.last.task.status.is_terminal() {
-            let last = driver.state.last.clone();
-            driver.finish_from(&last);
+            driver.finish_from_last();
         } else if driver.state.cancel.is_some() {
             driver.outgoing.push_back(Outgoing::Cancel { task_id: driver.state.task_id.clone() });
         }
@@ -553,7 +566,7 @@ impl TaskDriver {
 
     /// The outcome, once known.
     pub fn outcome(&self) -> Option<&Outcome> {
-        self.outcome.as_ref()
+        self.outcome.as_deref()
     }
 
     fn interval(&self) -> u64 {
@@ -693,6 +706,7 @@ impl TaskDriver {
         if !self.state.answered_keys.insert(key.to_owned()) {
             return Err(DriverError::AlreadyAnswered(key.to_owned()));
         }
+        self.revision += 1;
         self.pending_answers.insert(key.to_owned(), response);
         Ok(())
     }
@@ -704,6 +718,7 @@ impl TaskDriver {
         }
         if self.state.cancel.is_none() {
             self.state.cancel = Some(mode);
+            self.revision += 1;
             self.outgoing.push_back(Outgoing::Cancel { task_id: self.state.task_id.clone() });
         }
         Ok(())
@@ -751,13 +766,20 @@ impl TaskDriver {
             self.unacked_answers.extend(input_responses.clone());
             self.outgoing.push_front(Outgoing::Update { task_id: self.state.task_id.clone(), input_responses });
         }
-        self.outgoing.pop_front()
+        pop_releasing(&mut self.outgoing)
     }
 
     /// The next event for the application.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<DriverEvent> {
-        self.events.pop_front()
+        pop_releasing(&mut self.events)
+    }
+
+    /// How many times [`TaskDriver::state`] changed: what to persist has changed since a save
+    /// when this moved.
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     fn apply(&mut self, task: DetailedTask) {
@@ -776,21 +798,24 @@ impl TaskDriver {
         } else {
             self.expires_ms = None;
         }
-        self.state.last = task.clone();
+        self.revision += 1;
         self.events.push_back(DriverEvent::Status(Box::new(task.clone())));
-        if let Some(requests) = &task.input_requests {
+        self.state.last = task;
+        if let Some(requests) = &self.state.last.input_requests {
             for (key, request) in requests {
                 if !self.state.answered_keys.contains(key) && self.state.seen_keys.insert(key.clone()) {
                     self.events.push_back(DriverEvent::InputRequested { key: key.clone(), request: request.clone() });
                 }
             }
         }
-        if task.task.status.is_terminal() {
-            self.finish_from(&task);
+        if self.state.last.task.status.is_terminal() {
+            self.finish_from_last();
         }
     }
 
-    fn finish_from(&mut self, task: &DetailedTask) {
+    /// Finishes with the outcome the last state (a terminal one) carries.
+    fn finish_from_last(&mut self) {
+        let task = &self.state.last;
         let outcome = match task.task.status {
             TaskStatus::Completed => Outcome::Completed { result: task.result.clone().unwrap_or(Value::Null) },
             TaskStatus::Failed => Outcome::Failed {
@@ -807,7 +832,7 @@ impl TaskDriver {
             self.outgoing.clear();
             self.pending_answers.clear();
             self.events.push_back(DriverEvent::Finished(outcome.clone()));
-            self.outcome = Some(outcome);
+            self.outcome = Some(Box::new(outcome));
         }
     }
 }

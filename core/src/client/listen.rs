@@ -1,7 +1,7 @@
 //! Shared `subscriptions/listen` streams: the tasks one client follows share a bounded number of
 //! streams, each filtering many task ids, instead of a stream (over HTTP, a connection) per task.
 //!
-//! A task that wants notifications subscribes with its driver's inbox, where its frames go. Ids wait
+//! A task that wants notifications subscribes with its slot, where its frames go. Ids wait
 //! in `pending` until one opener task takes them all (up to [`MAX_TASKS_PER_LISTEN`]) into one new
 //! stream, so ids that arrive while a stream is being opened share the next one. At
 //! [`MAX_LISTEN_STREAMS`] open streams, the one carrying the fewest live tasks makes room: a stream
@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::inbox::{Frame, Inbound, Inbox};
+use super::slot::{Frame, Inbound, Slot};
 use super::transport::Transport;
 
 /// The most listen streams one client keeps open at once.
@@ -49,8 +49,8 @@ struct State {
 }
 
 struct Subscriber {
-    /// Its driver's inbox.
-    inbox: Arc<Inbox>,
+    /// Its task's slot, where its frames go.
+    slot: Arc<Slot>,
     /// The stream that carries it; `None` while it waits.
     stream: Option<u64>,
 }
@@ -58,7 +58,7 @@ struct Subscriber {
 impl Subscriber {
     /// Tells the driver; false when it is gone.
     fn tell(&self, frame: Frame) -> bool {
-        self.inbox.push(Inbound::Frame(frame))
+        self.slot.push(Inbound::Frame(frame))
     }
 }
 
@@ -69,7 +69,7 @@ struct Stream {
 
 impl State {
     fn live(&self, id: &str, stream: u64) -> bool {
-        self.subscribers.get(id).is_some_and(|s| s.stream == Some(stream) && !s.inbox.is_closed())
+        self.subscribers.get(id).is_some_and(|s| s.stream == Some(stream) && !s.slot.is_closed())
     }
 
     /// Stops carrying `id`: its driver polls from now on.
@@ -93,12 +93,12 @@ impl ListenHub {
         Self { shared: Arc::new(Shared { transport, state: Mutex::new(State::default()) }) }
     }
 
-    /// Follows `task_id` through a shared stream, telling `inbox` [`Frame::Accepted`] once a
+    /// Follows `task_id` through a shared stream, telling its `slot` [`Frame::Accepted`] once a
     /// stream carries it, then its frames' params, and [`Frame::Unlistened`] when no stream
     /// carries it (not accepted, or its stream ended): then poll.
-    pub(crate) fn subscribe(&self, task_id: &str, inbox: Arc<Inbox>) {
+    pub(crate) fn subscribe(&self, task_id: &str, slot: Arc<Slot>) {
         let mut state = self.shared.state.lock();
-        state.subscribers.insert(task_id.to_owned(), Subscriber { inbox, stream: None });
+        state.subscribers.insert(task_id.to_owned(), Subscriber { slot, stream: None });
         state.pending.push(task_id.to_owned());
         state.wake_opener(&self.shared);
     }
@@ -125,7 +125,7 @@ async fn open_pending(shared: Arc<Shared>) {
         let (ids, replaced) = {
             let mut state = shared.state.lock();
             let State { pending, subscribers, .. } = &mut *state;
-            pending.retain(|id| subscribers.get(id).is_some_and(|s| s.stream.is_none() && !s.inbox.is_closed()));
+            pending.retain(|id| subscribers.get(id).is_some_and(|s| s.stream.is_none() && !s.slot.is_closed()));
             if state.pending.is_empty() {
                 state.opening = false;
                 return;

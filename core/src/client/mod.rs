@@ -14,8 +14,8 @@
 //! # Ok(()) }
 //! ```
 
-mod inbox;
 mod listen;
+mod slot;
 mod stdio;
 mod store;
 mod transport;
@@ -23,13 +23,11 @@ mod transport;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde_json::{Map, Value, json};
-use tokio::sync::watch;
-
 pub use crate::protocol::client::InputRequest;
-use inbox::{Command, Frame, Inbound, Inbox};
+use async_trait::async_trait;
 pub use listen::{MAX_LISTEN_STREAMS, MAX_TASKS_PER_LISTEN};
+use serde_json::{Map, Value, json};
+use slot::{Command, Frame, Inbound, Slot, Timers};
 pub use stdio::{StderrMode, StdioCommand, StdioTransport};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteClientStore;
@@ -305,11 +303,23 @@ struct Inner {
     closed: tokio_util::sync::CancellationToken,
     /// The listen streams every task of this client shares.
     listens: listen::ListenHub,
+    /// The deadlines of the tasks that wait for their next poll.
+    timers: Arc<Timers>,
+    /// The runtime the client's first task was followed on, where a task's next step runs when
+    /// something wakes it from a thread outside any runtime (a binding's `cancel`).
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 impl Inner {
     fn check_open(&self) -> Result<(), ClientError> {
         if self.closed.is_cancelled() { Err(ClientError::transport("the client is closed")) } else { Ok(()) }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Nothing follows a task any more: the timer task ends.
+        self.closed.cancel();
     }
 }
 
@@ -567,6 +577,8 @@ impl ClientBuilder {
                 input: self.input,
                 config: self.config,
                 closed: tokio_util::sync::CancellationToken::new(),
+                timers: Arc::default(),
+                runtime: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -623,13 +635,10 @@ impl Execution {
 pub struct TaskExecution {
     task_id: String,
     inner: Arc<Inner>,
-    state: watch::Receiver<DetailedTask>,
-    outcome: watch::Receiver<Option<Outcome>>,
-    /// Its driver's inbox (closed from the start when the outcome was known already).
-    inbox: Arc<Inbox>,
-    /// The states [`TaskExecution::next_update`] has handed out so far (made by its first call:
-    /// most callers never make one).
-    cursor: tokio::sync::Mutex<Option<tokio_stream::wrappers::WatchStream<DetailedTask>>>,
+    /// Where its driver publishes states and the outcome, and takes commands.
+    slot: Arc<Slot>,
+    /// How many states [`TaskExecution::next_update`] has handed out so far.
+    cursor: tokio::sync::Mutex<u64>,
 }
 
 impl std::fmt::Debug for TaskExecution {
@@ -646,37 +655,43 @@ impl TaskExecution {
 
     /// The latest state seen.
     pub fn latest(&self) -> DetailedTask {
-        self.state.borrow().clone()
+        self.slot.latest()
     }
 
     /// The task's states: the latest first, then each newer one (intermediate states may be
     /// coalesced if the consumer is slow). Ends when the task has an outcome.
-    pub fn updates(&self) -> impl futures::Stream<Item = DetailedTask> + Send + 'static {
-        tokio_stream::wrappers::WatchStream::new(self.state.clone())
+    pub fn updates(&self) -> impl futures::Stream<Item = DetailedTask> + Send + Unpin + 'static {
+        let (slot, closed) = (Arc::clone(&self.slot), self.inner.closed.clone());
+        Box::pin(futures::stream::unfold((slot, closed, 0), |(slot, closed, mut seen)| async move {
+            let next = next_state(&slot, &closed, &mut seen).await?;
+            Some((next, (slot, closed, seen)))
+        }))
     }
 
     /// The next state of [`TaskExecution::updates`] through one shared cursor (the latest first,
     /// then each newer one), or `None` once the task has an outcome. For bindings that hand
     /// states out one call at a time.
     pub async fn next_update(&self) -> Option<DetailedTask> {
-        use futures::StreamExt;
-        let mut cursor = self.cursor.lock().await;
-        cursor.get_or_insert_with(|| tokio_stream::wrappers::WatchStream::new(self.state.clone())).next().await
+        let mut seen = self.cursor.lock().await;
+        next_state(&self.slot, &self.inner.closed, &mut seen).await
     }
 
     /// Waits for the outcome without marking it delivered (for observers; the consumer of the
     /// result calls [`TaskExecution::result`]).
     pub async fn finished(&self) -> Result<Outcome, ClientError> {
-        let mut outcome = self.outcome.clone();
-        let outcome = outcome.wait_for(Option::is_some).await.map_err(|_| ClientError::Detached)?.clone();
-        outcome.ok_or(ClientError::Detached)
+        tokio::select! {
+            biased;
+            outcome = self.slot.outcome() => outcome.ok_or(ClientError::Detached),
+            // The client closed: its drivers stopped where they were.
+            () = self.inner.closed.cancelled() => Err(ClientError::Detached),
+        }
     }
 
     /// Waits for the outcome and marks it delivered: the store forgets the task's reference
     /// ([`ClientStore::forget`]), so [`Client::resume_all`] does not hand it out again.
     pub async fn result(&self) -> Result<Outcome, ClientError> {
         let outcome = self.finished().await?;
-        // The driver saved the reference with its outcome before it sent the outcome here, so
+        // The driver saved the reference with its outcome before it published the outcome, so
         // nothing writes the reference again after it is forgotten.
         self.inner.store.forget(self.inner.transport.endpoint(), &self.task_id, &outcome).await?;
         Ok(outcome)
@@ -693,15 +708,12 @@ impl TaskExecution {
     /// [`ClientError::Driver`].
     pub async fn answer(&self, key: &str, response: Value) -> Result<(), ClientError> {
         let (reply, accepted) = tokio::sync::oneshot::channel();
-        let finished = || {
-            if self.outcome.borrow().is_some() {
+        if !self.tell(Command::Answer(key.to_owned(), response, reply)) {
+            return Err(if self.slot.has_outcome() {
                 ClientError::Driver(DriverError::Finished)
             } else {
                 ClientError::Detached
-            }
-        };
-        if !self.tell(Command::Answer(key.to_owned(), response, reply)) {
-            return Err(finished());
+            });
         }
         // The driver is gone once the task has an outcome: answering it is a misuse, like any
         // other the driver refuses.
@@ -713,15 +725,25 @@ impl TaskExecution {
         // Dropping it tells the driver.
     }
 
-    /// Queues `command` for the driver; false once the driver is gone.
+    /// Queues `command` for the driver; false once the driver is gone or the client closed.
     fn tell(&self, command: Command) -> bool {
-        self.inbox.push(Inbound::Command(command))
+        !self.inner.closed.is_cancelled() && self.slot.push(Inbound::Command(command))
     }
 }
 
 impl Drop for TaskExecution {
     fn drop(&mut self) {
-        self.tell(Command::Detach);
+        self.slot.push(Inbound::Command(Command::Detach));
+    }
+}
+
+/// The first state of `slot` newer than the `seen`th, or `None` once its driver is gone (or the
+/// client closed) and every state was handed out.
+async fn next_state(slot: &Slot, closed: &tokio_util::sync::CancellationToken, seen: &mut u64) -> Option<DetailedTask> {
+    tokio::select! {
+        biased;
+        next = slot.next_state(seen) => next,
+        () = closed.cancelled() => None,
     }
 }
 
@@ -879,46 +901,81 @@ impl Client {
         Ok(executions)
     }
 
+    /// Follows the task `driver` drives, whose reference was saved as `reference`: its first
+    /// step runs at once (unless its outcome is known already).
     fn spawn(&self, driver: TaskDriver, reference: TaskReference) -> TaskExecution {
-        let (state_tx, state) = watch::channel(driver.latest().clone());
-        let (outcome_tx, outcome) = watch::channel(reference.outcome.clone());
-        let inbox = Arc::new(Inbox::default());
+        let TaskReference { task_id, tool, arguments, outcome, .. } = reference;
+        let slot = Slot::new(driver.latest().clone(), outcome, Arc::downgrade(&self.inner));
         let execution = TaskExecution {
-            task_id: reference.task_id.clone(),
+            task_id,
             inner: Arc::clone(&self.inner),
-            cursor: tokio::sync::Mutex::new(None),
-            state,
-            outcome,
-            inbox: Arc::clone(&inbox),
+            slot: Arc::clone(&slot),
+            cursor: tokio::sync::Mutex::new(0),
         };
-        if reference.outcome.is_none() {
-            let inner = Arc::clone(&self.inner);
-            let task_id = reference.task_id.clone();
-            // Every followed task keeps this future for its whole life. Made here and moved in
-            // whole (an async block that made it from its captures would keep room for them
-            // beside it), over boxed state (a generator keeps several slots for a value it
-            // moves across awaits): `drive`'s future is 416 bytes, the block around it was 5,280.
-            let work = drive(
-                Arc::clone(&inner),
-                Box::new(driver),
-                Box::new(reference),
-                state_tx,
-                outcome_tx,
-                Arc::clone(&inbox),
-            );
-            tokio::spawn(async move {
-                work.await;
-                // However it ended, nothing more reaches it, and no listen stream carries it.
-                inbox.close();
-                inner.listens.unsubscribe(&task_id);
+        if !slot.is_closed() {
+            if self.inner.runtime.get().is_none() {
+                let _ = self.inner.runtime.set(tokio::runtime::Handle::current());
+            }
+            let saved = driver.revision();
+            let mut follow = Box::new(Follow {
+                driver,
+                tool,
+                arguments: arguments.to_string().into_boxed_str(),
+                saved,
+                listen_tried: !self.inner.config.notifications,
+                wake_at: 0,
             });
-        } else {
-            inbox.close(); // no driver: a cancel or an answer finds the task finished
+            // One read at once: a quick task is often finished already, and then it costs a
+            // create and a read, with no stream opened. A task still running gets its listen
+            // after that read.
+            follow.driver.poll_now(self.inner.clock.now_ms());
+            run_step(Arc::clone(&self.inner), slot, follow);
         }
         execution
     }
 }
 
+/// A followed task's driver and what its reference needs besides the driver's state: what a
+/// task's step runs, and what its slot holds while the task waits.
+struct Follow {
+    driver: TaskDriver,
+    tool: String,
+    /// The tool's arguments as JSON text: only a save reads them, and a map's `Value` takes
+    /// several times the memory of its text.
+    arguments: Box<str>,
+    /// The driver's revision last saved to the store.
+    saved: u64,
+    /// Whether the task was handed to the listen streams yet.
+    listen_tried: bool,
+    /// When the driver wants its timer (client clock milliseconds): the next poll, or expiry.
+    wake_at: u64,
+}
+
+impl Follow {
+    /// The reference to save: the driver's state now, with `outcome`.
+    fn reference(&self, inner: &Inner, outcome: Option<Outcome>) -> TaskReference {
+        TaskReference {
+            endpoint: inner.transport.endpoint().to_owned(),
+            task_id: self.driver.task_id().to_owned(),
+            tool: self.tool.clone(),
+            // Text this client wrote from a `Value`, so it reads back as that `Value`.
+            arguments: serde_json::from_str(&self.arguments).unwrap_or_default(),
+            state: self.driver.state().clone(),
+            outcome,
+            delivered: false,
+        }
+    }
+}
+
+/// Runs `follow`'s next step on the client's runtime (this thread's, when it has one).
+fn run_step(inner: Arc<Inner>, slot: Arc<Slot>, follow: Box<Follow>) {
+    let runtime = tokio::runtime::Handle::try_current().ok().or_else(|| inner.runtime.get().cloned());
+    match runtime {
+        Some(runtime) => drop(runtime.spawn(step(inner, slot, follow))),
+        // Never followed a task on a runtime: nothing can have parked here.
+        None => slot.close(None),
+    }
+}
 /// The id of the task a `tools/call` result says the server created, if it names one (read
 /// before the rest of the result, which may not be readable).
 fn created_task_id(result: &Value) -> Option<String> {
@@ -932,7 +989,7 @@ const ABANDON_CANCEL_WAIT: Duration = Duration::from_secs(2);
 
 /// Sends what the driver wants sent and feeds the answers back. Once the outcome is known it
 /// stops, unless `past_outcome`: what is left then (an abandoned task's cancel) is sent by
-/// [`drive`], within a bound.
+/// [`step`], within a bound.
 async fn flush(inner: &Inner, driver: &mut TaskDriver, past_outcome: bool) {
     while past_outcome || driver.outcome().is_none() {
         let Some(out) = driver.poll_outgoing() else { break };
@@ -955,35 +1012,73 @@ async fn flush(inner: &Inner, driver: &mut TaskDriver, past_outcome: bool) {
     }
 }
 
-async fn drive(
-    inner: Arc<Inner>,
-    mut driver: Box<TaskDriver>,
-    mut reference: Box<TaskReference>,
-    state_tx: watch::Sender<DetailedTask>,
-    outcome_tx: watch::Sender<Option<Outcome>>,
-    inbox: Arc<Inbox>,
-) {
-    // One read at once: a quick task is often finished already, and then it costs a create and
-    // a read, with no stream opened. A task still running gets its listen after that read.
-    driver.poll_now(inner.clock.now_ms());
-    let mut listen_tried = !inner.config.notifications;
+/// Drives a followed task from what woke it (the messages in its slot, its timer) until it
+/// waits again, parked in its slot, or ends.
+async fn step(inner: Arc<Inner>, slot: Arc<Slot>, mut follow: Box<Follow>) {
     loop {
+        // What came while it waited, in the order it came.
+        while let Some(inbound) = slot.take() {
+            let (driver, now) = (&mut follow.driver, inner.clock.now_ms());
+            match inbound {
+                Inbound::Frame(Frame::Accepted) => driver.handle_listening(now, true),
+                Inbound::Frame(Frame::Update(params)) => driver.handle_notification_params(now, params),
+                // No stream carries the task (any more): poll at the server's interval.
+                Inbound::Frame(Frame::Unlistened) => driver.handle_listening(now, false),
+                Inbound::Command(Command::Answer(key, response, reply)) => {
+                    let _ = reply.send(driver.answer(&key, response));
+                }
+                Inbound::Command(Command::Cancel(mode)) => {
+                    let _ = driver.cancel(mode);
+                }
+                Inbound::Command(Command::Detach) => return end(&inner, &slot, &follow, None),
+            }
+        }
+        if inner.closed.is_cancelled() {
+            return end(&inner, &slot, &follow, None); // the reference stays for resume_all
+        }
+        if let Some(outcome) = Box::pin(advance(&inner, &slot, &mut follow)).await {
+            return end(&inner, &slot, &follow, Some(outcome));
+        }
+        if !follow.listen_tried {
+            follow.listen_tried = true;
+            // A shared stream; an id the server does not accept (or no listen support at all)
+            // is told `Unlistened`, and the task is polled.
+            inner.listens.subscribe(follow.driver.task_id(), Arc::clone(&slot));
+        }
+        follow.wake_at = follow.driver.poll_timeout().unwrap_or(u64::MAX);
+        if follow.wake_at <= inner.clock.now_ms() {
+            continue;
+        }
+        follow = match slot.park(follow) {
+            Ok(deadline) => {
+                if let Some(at) = deadline {
+                    inner.timers.arm(&inner, &slot, at);
+                }
+                return;
+            }
+            Err(follow) => follow, // a message came meanwhile
+        };
+    }
+}
+
+/// One turn of the driver: what is due is sent, its events handled, what changed saved. The
+/// outcome, once there is one (after what the driver still had to send, within a bound).
+async fn advance(inner: &Inner, slot: &Slot, follow: &mut Follow) -> Option<Outcome> {
+    loop {
+        let driver = &mut follow.driver;
         driver.handle_timeout(inner.clock.now_ms());
-        flush(&inner, &mut driver, false).await;
+        flush(inner, driver, false).await;
         let mut answered = false;
+        let mut outcome = None;
         while let Some(event) = driver.poll_event() {
             match event {
-                DriverEvent::Status(task) => {
-                    state_tx.send_replace(*task);
-                }
+                DriverEvent::Status(task) => slot.publish(*task),
                 // An abandoned driver asks nothing more of the handler.
                 DriverEvent::InputRequested { .. } if driver.outcome().is_some() => {}
                 DriverEvent::InputRequested { key, request } => {
                     if let Some(handler) = &inner.input {
                         let request = InputRequest::new(Some(driver.task_id()), &key, &request);
-                        // Boxed, as the abandoned task's cancel below: rare steps that, inline,
-                        // would set the size of every followed task's future.
-                        match Box::pin(ask(handler.as_ref(), request)).await {
+                        match ask(handler.as_ref(), request).await {
                             // Refused only for a key answered meanwhile through `answer()`.
                             Ok(Some(answer)) => answered |= driver.answer(&key, answer).is_ok(),
                             Ok(None) => {}
@@ -994,52 +1089,32 @@ async fn drive(
                         }
                     }
                 }
-                DriverEvent::Finished(outcome) => {
-                    reference.outcome = Some(outcome);
-                }
+                DriverEvent::Finished(finished) => outcome = Some(finished),
             }
         }
         // Persist only what changed: a poll that saw nothing new writes nothing.
-        if reference.outcome.is_some() || reference.state != *driver.state() {
-            reference.state = driver.state().clone();
-            if let Err(e) = inner.store.save(&reference).await {
+        if outcome.is_some() || follow.saved != follow.driver.revision() {
+            follow.saved = follow.driver.revision();
+            if let Err(e) = inner.store.save(&follow.reference(inner, outcome.clone())).await {
                 tracing::error!(error = %e, "could not persist a task reference");
             }
         }
-        if let Some(outcome) = &reference.outcome {
+        if outcome.is_some() {
             // An abandoned task's best-effort cancel goes before the outcome (a caller may close
             // its transport as soon as it has the outcome), within a bound, so a slow server
             // holds the caller up no longer than that.
-            let _ = Box::pin(tokio::time::timeout(ABANDON_CANCEL_WAIT, flush(&inner, &mut driver, true))).await;
-            outcome_tx.send_replace(Some(outcome.clone()));
-            return;
+            let _ = tokio::time::timeout(ABANDON_CANCEL_WAIT, flush(inner, &mut follow.driver, true)).await;
+            return outcome;
         }
-        if answered {
-            continue;
-        }
-        if !listen_tried {
-            listen_tried = true;
-            // A shared stream; an id the server does not accept (or no listen support at all)
-            // is told `Unlistened`, and the task is polled.
-            inner.listens.subscribe(&reference.task_id, Arc::clone(&inbox));
-        }
-        let wait = driver.poll_timeout().map_or(u64::MAX, |at| at.saturating_sub(inner.clock.now_ms()));
-        tokio::select! {
-            () = inner.closed.cancelled() => return, // the reference stays for resume_all
-            () = tokio::time::sleep(Duration::from_millis(wait.min(3_600_000))) => {}
-            inbound = inbox.next() => match inbound {
-                Inbound::Frame(Frame::Accepted) => driver.handle_listening(inner.clock.now_ms(), true),
-                Inbound::Frame(Frame::Update(params)) => driver.handle_notification_params(inner.clock.now_ms(), params),
-                // No stream carries the task (any more): poll at the server's interval.
-                Inbound::Frame(Frame::Unlistened) => driver.handle_listening(inner.clock.now_ms(), false),
-                Inbound::Command(Command::Answer(key, response, reply)) => {
-                    let _ = reply.send(driver.answer(&key, response));
-                }
-                Inbound::Command(Command::Cancel(mode)) => {
-                    let _ = driver.cancel(mode);
-                }
-                Inbound::Command(Command::Detach) => return,
-            },
+        if !answered {
+            return None;
         }
     }
+}
+
+/// The task is followed no more: its slot takes nothing more and hands out `outcome` (when it
+/// has one), and no listen stream carries it.
+fn end(inner: &Inner, slot: &Slot, follow: &Follow, outcome: Option<Outcome>) {
+    slot.close(outcome);
+    inner.listens.unsubscribe(follow.driver.task_id());
 }
