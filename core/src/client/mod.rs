@@ -1072,7 +1072,7 @@ async fn advance(inner: &Inner, slot: &Slot, follow: &mut Follow) -> Option<Outc
         let mut outcome = None;
         while let Some(event) = driver.poll_event() {
             match event {
-                DriverEvent::Status(task) => slot.publish(*task),
+                DriverEvent::Status(task) => slot.publish(task),
                 // An abandoned driver asks nothing more of the handler.
                 DriverEvent::InputRequested { .. } if driver.outcome().is_some() => {}
                 DriverEvent::InputRequested { key, request } => {
@@ -1095,9 +1095,12 @@ async fn advance(inner: &Inner, slot: &Slot, follow: &mut Follow) -> Option<Outc
         // Persist only what changed: a poll that saw nothing new writes nothing.
         if outcome.is_some() || follow.saved != follow.driver.revision() {
             follow.saved = follow.driver.revision();
-            if let Err(e) = inner.store.save(&follow.reference(inner, outcome.clone())).await {
+            // The outcome goes into the reference and back, not copied.
+            let mut reference = follow.reference(inner, outcome.take());
+            if let Err(e) = inner.store.save(&reference).await {
                 tracing::error!(error = %e, "could not persist a task reference");
             }
+            outcome = reference.outcome.take();
         }
         if outcome.is_some() {
             // An abandoned task's best-effort cancel goes before the outcome (a caller may close

@@ -190,10 +190,10 @@ impl Slot {
     }
 
     /// Publishes a newer state of the task.
-    pub(super) fn publish(&self, latest: DetailedTask) {
+    pub(super) fn publish(&self, latest: Box<DetailedTask>) {
         {
             let mut state = self.state.lock();
-            state.latest = Some(Box::new(latest));
+            state.latest = Some(latest);
             state.version += 1;
         }
         self.changed.notify_waiters();

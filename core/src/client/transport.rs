@@ -68,9 +68,15 @@ pub use crate::protocol::headers::encode_value as header_value;
 pub struct HttpTransport {
     http: reqwest::Client,
     url: String,
+    /// `url` parsed once (a URL parse was ~4% of a quick task's client time); `None` when it
+    /// is no URL, which every request then reports.
+    parsed_url: Option<reqwest::Url>,
     headers: HashMap<String, String>,
     capabilities: Value,
     client_info: Value,
+    /// The `_meta` envelope of every request as JSON text, written again when `capabilities` or
+    /// `client_info` change: building it per request was another ~4%.
+    meta: std::sync::Arc<str>,
     next_id: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Set once the endpoint answered `subscriptions/listen` with -32601: it has no listen, so
     /// no later task opens one (every clone of this transport shares the answer).
@@ -93,12 +99,17 @@ impl HttpTransport {
             .pool_max_idle_per_host(MAX_CONCURRENT_REQUESTS)
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
+        let url = url.into();
+        let capabilities = json!({"elicitation": {}});
+        let client_info = json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")});
         Self {
             http,
-            url: url.into(),
+            parsed_url: reqwest::Url::parse(&url).ok(),
+            url,
             headers: HashMap::new(),
-            capabilities: json!({"elicitation": {}}),
-            client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
+            meta: meta_text(&capabilities, &client_info),
+            capabilities,
+            client_info,
             next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
             listen_unsupported: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             requests: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
@@ -117,6 +128,7 @@ impl HttpTransport {
     #[must_use]
     pub fn capabilities(mut self, capabilities: Value) -> Self {
         self.capabilities = capabilities;
+        self.meta = meta_text(&self.capabilities, &self.client_info);
         self
     }
 
@@ -124,13 +136,13 @@ impl HttpTransport {
     #[must_use]
     pub fn client_info(mut self, name: &str, version: &str) -> Self {
         self.client_info = json!({"name": name, "version": version});
+        self.meta = meta_text(&self.capabilities, &self.client_info);
         self
     }
 
     fn post(&self, method: &str, params: Value) -> (u64, reqwest::RequestBuilder) {
+        use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut params = if params.is_object() { params } else { json!({}) };
-        params["_meta"] = envelope(&self.capabilities, &self.client_info);
         let name_field = match method {
             "tools/call" | "prompts/get" => Some("name"),
             "resources/read" => Some("uri"),
@@ -138,15 +150,16 @@ impl HttpTransport {
             _ => None,
         };
         let name = name_field.and_then(|f| params.get(f)).and_then(Value::as_str).map(header_value);
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let mut request = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", PROTOCOL_VERSION)
+        let mut request = match &self.parsed_url {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(&self.url), // fails when sent, naming the URL
+        };
+        request = request
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+            .header("mcp-protocol-version", HeaderValue::from_static(PROTOCOL_VERSION))
             .header("mcp-method", method)
-            .json(&body);
+            .body(request_body(id, method, params, &self.meta));
         if let Some(name) = name {
             request = request.header("mcp-name", name);
         }
@@ -155,6 +168,37 @@ impl HttpTransport {
         }
         (id, request)
     }
+}
+
+/// The `_meta` envelope ([`envelope`]) as JSON text.
+fn meta_text(capabilities: &Value, client_info: &Value) -> std::sync::Arc<str> {
+    envelope(capabilities, client_info).to_string().into()
+}
+
+/// A request's JSON-RPC body: `params` (an object; anything else is sent as `{}`) with `meta`
+/// (JSON text of an object) as its `_meta`, which replaces one the caller set.
+fn request_body(id: u64, method: &str, params: Value, meta: &str) -> Vec<u8> {
+    let mut params = match params {
+        Value::Object(params) => params,
+        _ => serde_json::Map::new(),
+    };
+    params.shift_remove("_meta");
+    let mut body = Vec::with_capacity(192 + meta.len());
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    body.extend_from_slice(id.to_string().as_bytes());
+    body.extend_from_slice(br#","method":"#);
+    // Writing JSON into a Vec fails only for a map key that is no string, which a Map has not.
+    let _ = serde_json::to_writer(&mut body, method);
+    body.extend_from_slice(br#","params":"#);
+    let _ = serde_json::to_writer(&mut body, &params);
+    body.pop(); // the object's closing brace: `_meta` goes last
+    if !params.is_empty() {
+        body.push(b',');
+    }
+    body.extend_from_slice(br#""_meta":"#);
+    body.extend_from_slice(meta.as_bytes());
+    body.extend_from_slice(b"}}");
+    body
 }
 
 /// Turns one JSON-RPC response message (`{"result": ...}` or `{"error": {...}}`) into the result
@@ -234,10 +278,10 @@ impl Transport for HttpTransport {
             }
             return Err(ClientError::transport("SSE response ended without an answer"));
         }
-        let text = response.text().await.map_err(ClientError::transport_from)?;
-        match serde_json::from_str::<Value>(&text) {
+        let body = response.bytes().await.map_err(ClientError::transport_from)?;
+        match serde_json::from_slice::<Value>(&body) {
             Ok(message) if message.is_object() => response_result(message),
-            _ => Err(ClientError::Http { status, body: text.chars().take(500).collect() }),
+            _ => Err(ClientError::Http { status, body: String::from_utf8_lossy(&body).chars().take(500).collect() }),
         }
     }
 
@@ -297,5 +341,28 @@ impl Transport for HttpTransport {
 
     fn endpoint(&self) -> &str {
         &self.url
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body written by hand reads as the envelope built as a `Value` would have.
+    #[test]
+    fn request_bodies_carry_params_and_the_envelope() {
+        let meta = envelope(&json!({"elicitation": {}}), &json!({"name": "c", "version": "1"}));
+        let text = meta.to_string();
+        for (params, expected) in [
+            (json!({}), json!({})),
+            (json!(null), json!({})),
+            (json!({"taskId": "a\"b", "n": [1, {"x": null}]}), json!({"taskId": "a\"b", "n": [1, {"x": null}]})),
+            (json!({"_meta": {"mine": 1}, "name": "t"}), json!({"name": "t"})),
+        ] {
+            let body: Value = serde_json::from_slice(&request_body(7, "tasks/get", params, &text)).unwrap();
+            let mut expected = expected;
+            expected["_meta"] = meta.clone();
+            assert_eq!(body, json!({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": expected}));
+        }
     }
 }
