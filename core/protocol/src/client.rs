@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::error::{ErrorKind, RpcError};
 use super::number;
 use super::time::parse_ms;
-use super::types::{CreateTaskResult, DetailedTask, InputRequiredResult, InputResponses, Task, TaskStatus};
+use super::types::{DetailedTask, InputRequiredResult, InputResponses, Task, TaskStatus};
 
 /// What a `tools/call` answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,9 +82,8 @@ pub fn classify(method: &str, result: Value, declared_tasks: bool) -> Result<Cal
             .map_err(|e| InvalidResult::MalformedTask(e.to_string())),
         "task" if method == "tools/call" && declared_tasks => {
             check_task_fields(&result)?;
-            let created: CreateTaskResult =
-                serde_json::from_value(result).map_err(|e| InvalidResult::MalformedTask(e.to_string()))?;
-            Ok(CallResult::Task(created.task))
+            let Value::Object(mut fields) = result else { return Err(not_an_object()) };
+            Ok(CallResult::Task(take_task(&mut fields)))
         }
         "task" => Err(InvalidResult::UnexpectedTask),
         other => Err(InvalidResult::UnknownResultType(other.to_owned())),
@@ -98,7 +97,20 @@ pub fn classify(method: &str, result: Value, declared_tasks: bool) -> Result<Cal
 pub fn parse_detailed(value: Value) -> Result<DetailedTask, InvalidResult> {
     check_task_fields(&value)?;
     check_detail_fields(&value)?;
-    let task: DetailedTask = serde_json::from_value(value).map_err(|e| InvalidResult::MalformedTask(e.to_string()))?;
+    let Value::Object(mut fields) = value else { return Err(not_an_object()) };
+    let error = match fields.remove("error") {
+        Some(error @ Value::Object(_)) => {
+            Some(serde_json::from_value(error).map_err(|e| InvalidResult::MalformedTask(format!("error: {e}")))?)
+        }
+        _ => None,
+    };
+    let object = |value: Option<Value>| value.filter(Value::is_object);
+    let input_requests = match fields.remove("inputRequests") {
+        Some(Value::Object(requests)) => Some(requests),
+        _ => None,
+    };
+    let result = object(fields.remove("result"));
+    let task = DetailedTask { task: take_task(&mut fields), input_requests, result, error };
     let missing = match task.task.status {
         TaskStatus::InputRequired if task.input_requests.is_none() => Some("inputRequests"),
         TaskStatus::Completed if task.result.is_none() => Some("result"),
@@ -153,6 +165,33 @@ fn check_task_fields(value: &Value) -> Result<(), InvalidResult> {
         }
     }
     Ok(())
+}
+
+/// What [`check_task_fields`] says of a task that is no object (it refuses one first).
+fn not_an_object() -> InvalidResult {
+    InvalidResult::MalformedTask("the task is not an object".to_owned())
+}
+
+/// The base `Task` fields, as [`check_task_fields`] found them, taken out of `fields` (serde's
+/// derive of the flattened `Task` buffered every field first: most of a quick task's parse).
+fn take_task(fields: &mut serde_json::Map<String, Value>) -> Task {
+    let mut text = |field: &str| match fields.remove(field) {
+        Some(Value::String(text)) => Some(text),
+        _ => None,
+    };
+    let (task_id, status) = (text("taskId").unwrap_or_default(), text("status"));
+    let (status_message, created_at, last_updated_at) =
+        (text("statusMessage"), text("createdAt"), text("lastUpdatedAt"));
+    let millis = |field: &str| fields.get(field).and_then(|ms| number::millis_of(ms).ok());
+    Task {
+        task_id,
+        status: status.as_deref().and_then(TaskStatus::parse).unwrap_or(TaskStatus::Working),
+        status_message,
+        created_at: created_at.unwrap_or_default(),
+        last_updated_at: last_updated_at.unwrap_or_default(),
+        ttl_ms: millis("ttlMs"),
+        poll_interval_ms: millis("pollIntervalMs"),
+    }
 }
 
 /// Checks what a `DetailedTask` carries besides the base fields: `inputRequests`, `result` and
