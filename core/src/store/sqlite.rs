@@ -51,8 +51,9 @@ use crate::protocol::TaskRecord;
 pub(crate) const MAX_GROUP: usize = 2048;
 const READERS: usize = 4;
 /// Past this many bytes of redo log (~7,000 records), writers wait until the writer thread has
-/// committed all of it and rewound the log. It rewinds whenever it catches up, so the bound
-/// only bites when writes arrive faster than SQLite commits them: it then paces writers to
+/// committed all of it and rewound the log. It rewinds once it has caught up and synced the WAL
+/// (at once past [`REWIND_AT`]), so the bound only bites when writes arrive faster than SQLite
+/// commits them: it then paces writers to
 /// SQLite's rate and caps the memory the pending records take (with a 64 MiB bound, 16
 /// writers flat out held ~400 B per task of pending copies at their peak).
 const REDO_LIMIT: u64 = 4 << 20;
@@ -376,9 +377,9 @@ impl RedoState {
         Ok(json)
     }
 
-    /// After a commit: drops the pending records it covered, and rewinds the log (a new epoch
-    /// from offset 0) once SQLite holds every logged write. True when it rewound.
-    fn committed(&mut self, group: &[Job]) -> bool {
+    /// After a commit: drops the pending records it covered. The log is rewound apart, once a
+    /// sync made the commits durable ([`rewind_redo`]).
+    fn committed(&mut self, group: &[Job]) {
         for job in group {
             if let (Some(seq), Some(task)) = (job.logged, job.write.record()) {
                 self.committed = self.committed.max(seq);
@@ -394,12 +395,6 @@ impl RedoState {
         if self.unfinished.capacity() > 4 * self.unfinished.len() + 1024 {
             self.unfinished.shrink_to(2 * self.unfinished.len());
         }
-        if self.committed == self.appended && self.len > 0 {
-            self.len = 0;
-            self.epoch += 1;
-            return true;
-        }
-        false
     }
 }
 
@@ -954,10 +949,21 @@ fn writer_loop(mut conn: Connection, queue: &Queue, readers: &Readers, redo: Opt
         let more = queue.next_group(&mut group, &mut || {
             let checkpointed = idle_checkpoint(&conn, readers);
             if let Some(sync) = sync.as_mut() {
-                if checkpointed { sync.checkpointed() } else { sync.sync() }
+                if checkpointed {
+                    sync.checkpointed()
+                } else {
+                    sync.sync()
+                }
+                if let Some(redo) = redo {
+                    rewind_redo(redo, sync, false);
+                }
             }
         });
         if !more {
+            // Closing with every write committed: made durable, the log is not needed again.
+            if let (Some(redo), Some(sync)) = (redo, sync.as_mut()) {
+                rewind_redo(redo, sync, true);
+            }
             break;
         }
         let results = loop {
@@ -989,11 +995,9 @@ fn writer_loop(mut conn: Connection, queue: &Queue, readers: &Readers, redo: Opt
         // Before anyone learns of these writes, and before their pending records go: later
         // reads must start a fresh snapshot.
         readers.committed();
-        if let Some(redo) = redo {
-            let emptied = redo.state.lock().committed(&group);
-            if emptied {
-                redo.emptied.notify_all();
-            }
+        if let (Some(redo), Some(sync)) = (redo, sync.as_mut()) {
+            redo.state.lock().committed(&group);
+            rewind_redo(redo, sync, false);
         }
         for (job, result) in group.drain(..).zip(results) {
             match (job.reply, result) {
@@ -1007,6 +1011,42 @@ fn writer_loop(mut conn: Connection, queue: &Queue, readers: &Readers, redo: Opt
                 (None, Ok(_)) => {}
             }
         }
+    }
+}
+
+/// Past this many bytes of redo log, a writer thread that has committed all of it syncs the WAL
+/// at once to rewind the log, rather than wait for the next periodic sync (a burst would
+/// otherwise reach [`REDO_LIMIT`] within the second and hold its writers up): one `fdatasync`
+/// per ~3,500 records.
+const REWIND_AT: u64 = REDO_LIMIT / 2;
+
+/// Rewinds the redo log (a new epoch from offset 0) once SQLite holds every logged write and a
+/// sync made those commits durable. Rewound before the sync, the log's next epoch overwrote
+/// records whose commits were still only in the OS cache: a disk that keeps some unsynced
+/// writes and loses others then kept a later record and lost an earlier commit, a hole
+/// (`tests/reliability/powerloss.py --keep some`). The log waits for the periodic sync, or
+/// syncs now when it is long or `closing`.
+fn rewind_redo(redo: &Redo, sync: &mut WalSync, closing: bool) {
+    let long = {
+        let state = redo.state.lock();
+        if state.len == 0 || state.committed != state.appended {
+            return;
+        }
+        state.len >= REWIND_AT
+    };
+    if sync.dirty && (long || closing) {
+        sync.sync();
+    }
+    if sync.dirty {
+        return; // the next sync rewinds it (or, if the sync failed, the next commit tries again)
+    }
+    let mut state = redo.state.lock();
+    // Writes logged meanwhile are not committed yet: the log keeps them.
+    if state.committed == state.appended && state.len > 0 {
+        state.len = 0;
+        state.epoch += 1;
+        drop(state);
+        redo.emptied.notify_all();
     }
 }
 
@@ -1350,6 +1390,67 @@ impl TaskStore for SqliteStore {
 mod tests {
     use super::*;
     use crate::protocol::{TaskEvent, TaskStatus};
+
+    /// The redo log is rewound only once a sync covered the commits of its records: rewound
+    /// earlier, its next epoch overwrote records whose commits were still only in the OS cache.
+    #[test]
+    fn the_redo_log_is_rewound_only_after_the_wal_is_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("t.db-wal");
+        std::fs::write(&wal, b"").unwrap();
+        let file =
+            File::options().create(true).truncate(false).read(true).write(true).open(dir.path().join("r")).unwrap();
+        let redo = Redo {
+            state: Mutex::new(RedoState {
+                file,
+                len: 0,
+                epoch: 1,
+                frame: Vec::new(),
+                appended: 0,
+                committed: 0,
+                pending: HashMap::new(),
+                unfinished: HashMap::new(),
+                max_id: None,
+            }),
+            emptied: Condvar::new(),
+        };
+        let mut sync = WalSync::new(wal.as_os_str());
+        let logged = |redo: &Redo, bytes: u64| {
+            let mut state = redo.state.lock();
+            state.len += bytes;
+            state.appended += 1;
+            state.committed = state.appended; // and committed to SQLite at once
+        };
+        // One lock per look: a second lock in the same expression would wait on the first.
+        let at = |redo: &Redo| {
+            let state = redo.state.lock();
+            (state.len, state.epoch)
+        };
+        logged(&redo, 100);
+        sync.committed(); // not a second since the last sync: no sync yet
+        rewind_redo(&redo, &mut sync, false);
+        assert_eq!(at(&redo), (100, 1), "rewound before the sync");
+        sync.sync();
+        rewind_redo(&redo, &mut sync, false);
+        assert_eq!(at(&redo), (0, 2), "synced and caught up: rewound");
+
+        // A long log, or a closing store, is synced at once to be rewound.
+        logged(&redo, REWIND_AT);
+        sync.committed();
+        rewind_redo(&redo, &mut sync, false);
+        assert_eq!(at(&redo), (0, 3));
+        logged(&redo, 10);
+        sync.committed();
+        rewind_redo(&redo, &mut sync, true);
+        assert_eq!(at(&redo), (0, 4));
+
+        // A write logged but not committed yet keeps the log, synced or not.
+        logged(&redo, 10);
+        redo.state.lock().appended += 1;
+        sync.committed();
+        rewind_redo(&redo, &mut sync, true);
+        assert_eq!(redo.state.lock().len, 10);
+    }
 
     fn frame(epoch: u64, kind: u8, task: &TaskRecord) -> Vec<u8> {
         let mut frame = Vec::new();
