@@ -10,8 +10,14 @@ and reads them all. Per server it prints the latency from each state change (the
 `lastUpdatedAt`, in ms) to the frame read, p50 / p99 / max, the streams that missed a task, and
 the server's RSS per open stream.
 
+`--stalled N` adds N readers that stop reading, each following every task on a connection with
+a small receive buffer: the others' latencies show whether they delay anyone,
+and each must have been dropped (its connection closed mid-stream) by the time the others are
+done, which is at least 30 s (the servers' default `writeStallTimeoutMs`) after its writes
+blocked.
+
     tests/reliability/listeners.py rust|python|node ... [--streams 10000] [--groups 100]
-        [--group-size 100] [--rate 1000] [--lead SECONDS] [--smoke]
+        [--group-size 100] [--rate 1000] [--lead SECONDS] [--stalled 0] [--smoke]
 
 `--smoke` runs it small (200 streams, 4 groups of 10, 200 tasks/s): CI's check that every
 stream gets every frame, with no timing asserted. Not part of CI at full size (a minute or two
@@ -39,6 +45,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1_000.0)
     parser.add_argument("--lead", type=float, default=None,
                         help="seconds from the first create to the first task due (listen-scale's default: 75 s at full size)")
+    parser.add_argument("--stalled", type=int, default=0, help="readers that stop reading (see above)")
     parser.add_argument("--smoke", action="store_true", help="small, as CI runs it")
     args = parser.parse_args()
     if args.smoke:
@@ -66,6 +73,7 @@ def main() -> int:
                     "--group-size", str(args.group_size),
                     "--rate", str(args.rate),
                     "--pid", str(server.pid),
+                    "--stalled", str(args.stalled),
                 ] + (["--lead", str(args.lead)] if args.lead is not None else [])
                 run = subprocess.run(command, capture_output=True, text=True, timeout=1_800)
             finally:
@@ -80,10 +88,14 @@ def main() -> int:
         if figures["missed"]:
             log(f"{kind}: {figures['short_streams']} streams missed {figures['missed']} task states")
             failed = True
+        if figures["stalled_open"]:
+            log(f"{kind}: {figures['stalled_open']} of {figures['stalled']} stalled readers were still open at the end")
+            failed = True
         rows.append((kind, figures))
     print(
         f"{args.streams} streams of one task and {args.groups} of {args.group_size}, "
         f"tasks completing at {args.rate:.0f}/s; latency from the state change to the frame read"
+        + (f"; {args.stalled} readers that stop reading, each following every task" if args.stalled else "")
     )
     print(
         "| server | streams | pushed frames | ended before their stream was open | p50 ms | p99 ms | max ms "
@@ -97,6 +109,9 @@ def main() -> int:
             f"| {f['short_streams']} | {f['rss_per_stream_b']:,.0f} B |",
             flush=True,
         )
+    for kind, f in rows:
+        if f["stalled"]:
+            print(f"{kind}: stalled readers dropped by the server {f['stalled_dropped']} of {f['stalled']}, still open {f['stalled_open']}")
     return 1 if failed else 0
 
 
