@@ -359,6 +359,21 @@ fn redo_checksum(frame: &[u8]) -> u32 {
 }
 
 impl RedoState {
+    /// An empty log in its first epoch, writing to `file`; `max_id` is the greatest id stored.
+    fn new(file: File, max_id: Option<String>) -> Self {
+        Self {
+            file,
+            len: 0,
+            epoch: 1,
+            frame: Vec::new(),
+            appended: 0,
+            committed: 0,
+            pending: HashMap::new(),
+            unfinished: HashMap::new(),
+            max_id,
+        }
+    }
+
     /// Appends one record and returns its JSON (what a row stores). A failed append does not
     /// move the end of the log, so the next record overwrites whatever part of it landed: the
     /// log never holds a torn record before good ones.
@@ -707,22 +722,8 @@ impl SqliteStore {
         let readers = Arc::new(Readers { slots: readers, generation: AtomicU64::new(0) });
         let max_id: Option<String> =
             writer_conn.query_row("SELECT max(id) FROM tasks", [], |row| row.get(0)).map_err(backend)?;
-        let redo = (durability == Durability::Normal).then(|| {
-            Arc::new(Redo {
-                state: Mutex::new(RedoState {
-                    file: redo_file,
-                    len: 0,
-                    epoch: 1,
-                    frame: Vec::new(),
-                    appended: 0,
-                    committed: 0,
-                    pending: HashMap::new(),
-                    unfinished: HashMap::new(),
-                    max_id,
-                }),
-                emptied: Condvar::new(),
-            })
-        });
+        let redo = (durability == Durability::Normal)
+            .then(|| Arc::new(Redo { state: Mutex::new(RedoState::new(redo_file, max_id)), emptied: Condvar::new() }));
         let queue = Arc::new(Queue::default());
         let (thread_queue, thread_readers, thread_redo) = (Arc::clone(&queue), Arc::clone(&readers), redo.clone());
         let mut wal_path = path.clone().into_os_string();
@@ -1400,20 +1401,7 @@ mod tests {
         std::fs::write(&wal, b"").unwrap();
         let file =
             File::options().create(true).truncate(false).read(true).write(true).open(dir.path().join("r")).unwrap();
-        let redo = Redo {
-            state: Mutex::new(RedoState {
-                file,
-                len: 0,
-                epoch: 1,
-                frame: Vec::new(),
-                appended: 0,
-                committed: 0,
-                pending: HashMap::new(),
-                unfinished: HashMap::new(),
-                max_id: None,
-            }),
-            emptied: Condvar::new(),
-        };
+        let redo = Redo { state: Mutex::new(RedoState::new(file, None)), emptied: Condvar::new() };
         let mut sync = WalSync::new(wal.as_os_str());
         let logged = |redo: &Redo, bytes: u64| {
             let mut state = redo.state.lock();
