@@ -941,8 +941,10 @@ impl Engine {
         let queue = Arc::new(listeners::Queue::default());
         let mut accepted: Vec<String> = Vec::new();
         let mut current = Vec::new();
+        // Duplicates dropped through a set: a listen may name thousands of tasks.
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
         for id in ids {
-            if accepted.contains(id) {
+            if !seen.insert(id.as_str()) {
                 continue;
             }
             self.inner.listeners.watch(id, &queue);
@@ -954,7 +956,10 @@ impl Engine {
                 Err(_) => self.inner.listeners.unwatch(id, &queue),
             }
         }
-        let open = accepted.clone();
+        let mut open = accepted.clone();
+        open.sort_unstable();
+        // Taken from the end.
+        current.reverse();
         Subscription { engine: self.clone(), principal: principal.to_owned(), accepted, open, current, queue }
     }
 
@@ -1071,8 +1076,9 @@ pub struct Subscription {
     principal: String,
     /// The ids the caller may see; only these are reported.
     pub accepted: Vec<String>,
-    /// Accepted ids not yet reported terminal.
+    /// Accepted ids not yet reported terminal, sorted (looked up on every change).
     open: Vec<String>,
+    /// The accepted tasks' states at subscription, last first.
     current: Vec<Arc<TaskRecord>>,
     queue: Arc<listeners::Queue>,
 }
@@ -1081,25 +1087,39 @@ impl Subscription {
     /// The next state to report: first the current state of every accepted task, then each
     /// change. `None` once every accepted task is terminal and reported (or none was accepted).
     pub async fn next(&mut self) -> Option<DetailedTask> {
-        if let Some(task) = (!self.current.is_empty()).then(|| self.current.remove(0)) {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// [`Subscription::next`] as a poll: `Pending` until the next state (the task of `cx` is
+    /// woken then), for a stream or body that holds the subscription without a future.
+    pub fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<DetailedTask>> {
+        use std::task::Poll;
+        if let Some(task) = self.current.pop() {
+            if self.current.is_empty() {
+                self.current = Vec::new(); // its room is not kept for the stream's life
+            }
             self.note_terminal(&task);
-            return Some(task.to_detailed());
+            return Poll::Ready(Some(task.to_detailed()));
         }
         loop {
             if self.open.is_empty() {
-                return None;
+                return Poll::Ready(None);
             }
-            let task = self.queue.pop().await;
-            if self.open.contains(&task.id) && task.principal == self.principal {
+            let Poll::Ready(task) = self.queue.poll_pop(cx) else {
+                return Poll::Pending;
+            };
+            if self.open.binary_search(&task.id).is_ok() && task.principal == self.principal {
                 self.note_terminal(&task);
-                return Some(task.to_detailed());
+                return Poll::Ready(Some(task.to_detailed()));
             }
         }
     }
 
     fn note_terminal(&mut self, task: &TaskRecord) {
-        if task.status.is_terminal() && self.open.contains(&task.id) {
-            self.open.retain(|id| id != &task.id);
+        if task.status.is_terminal()
+            && let Ok(at) = self.open.binary_search(&task.id)
+        {
+            self.open.remove(at);
             self.engine.inner.listeners.unwatch(&task.id, &self.queue);
         }
     }
