@@ -3,7 +3,9 @@
 //! a header section over the limit 431, the cap sheds the oldest connection that completed no
 //! request so a legitimate one is served, a listen stream outlives every bound, and one whose
 //! reader stopped reading is closed after the stall bound while another on the same task gets
-//! every state. Every wait is bounded; the bounds asserted are generous multiples of the
+//! every state. A listen stream is written by the loop itself (not hyper): chunked, closing its
+//! connection after the last chunk, on a connection that served other requests first, and it
+//! ends (freeing its connection) when its reader goes away. Every wait is bounded; the bounds asserted are generous multiples of the
 //! configured ones.
 
 use std::sync::Arc;
@@ -182,8 +184,98 @@ async fn a_listen_stream_outlives_every_bound() {
         .unwrap();
     // The task completes after 1.5 s, five times every bound: the stream is still there for it.
     let stream = read_to_close(&mut listen).await;
-    assert!(stream.contains("\"status\":\"completed\""), "{stream}");
-    assert!(stream.contains("\"resultType\":\"complete\""), "the graceful close: {stream}");
+    let (head, events) = dechunk(&stream);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    for line in ["content-type: text/event-stream", "transfer-encoding: chunked", "connection: close", "date: "] {
+        assert!(head.to_ascii_lowercase().contains(line), "{line} in {head}");
+    }
+    assert!(events.contains("\"status\":\"completed\""), "{events}");
+    assert!(events.contains("\"resultType\":\"complete\""), "the graceful close: {events}");
+}
+
+/// Splits a chunked response read to its end into its head and its body, checking every chunk's
+/// size line and that the body ended with the last chunk.
+fn dechunk(response: &str) -> (String, String) {
+    let (head, mut rest) = response.split_once("\r\n\r\n").expect("a head");
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("a chunk size line");
+        let size = usize::from_str_radix(size, 16).expect("a hex chunk size");
+        if size == 0 {
+            assert_eq!(after, "\r\n", "nothing after the last chunk");
+            return (head.to_owned(), body);
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").expect("a chunk ends with CRLF");
+    }
+}
+
+#[tokio::test]
+async fn a_listen_after_other_requests_on_its_connection_and_pipelined_behind_one() {
+    let addr = host(limits()).await;
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(&request("tools/call", json!({"name": "slow", "arguments": {}}), Some("slow"))).await.unwrap();
+    let created = read_some(&mut conn).await;
+    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    // The same keep-alive connection: a tasks/get and the listen sent together, so the listen's
+    // head may be read before the get's answer has gone out.
+    let mut both = request("tasks/get", json!({"taskId": id}), Some(&id));
+    both.extend(request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None));
+    conn.write_all(&both).await.unwrap();
+    let all = read_to_close(&mut conn).await;
+    let (get, listen) =
+        all.split_at(all.find("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream").expect("the listen's head"));
+    assert!(get.starts_with("HTTP/1.1 200"), "{get}");
+    assert!(get.contains("\"status\":\"working\""), "{get}");
+    let (_, events) = dechunk(listen);
+    assert!(events.contains("\"status\":\"completed\""), "{events}");
+    assert!(events.contains("\"resultType\":\"complete\""), "{events}");
+}
+
+#[tokio::test]
+async fn a_listen_whose_reader_went_away_frees_its_connection() {
+    // `chatty` never finishes here (nobody says go): only the readers' leaving ends the streams.
+    let addr = host(limits()).await;
+    let mut call = TcpStream::connect(addr).await.unwrap();
+    call.write_all(&request("tools/call", json!({"name": "chatty", "arguments": {}}), Some("chatty"))).await.unwrap();
+    let created = read_some(&mut call).await;
+    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    drop(call);
+    let listen = request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None);
+    // As many streams as the cap: while they are open, every connection is serving a request.
+    let cap = limits().max_connections.unwrap();
+    let mut streams = Vec::new();
+    for _ in 0..cap {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(&listen).await.unwrap();
+        assert!(read_some(&mut stream).await.starts_with("HTTP/1.1 200"));
+        streams.push(stream);
+    }
+    drop(streams);
+    // Once the host has seen them go, a new request is served (it would be refused at the cap
+    // with every connection busy). Bounded in tries and time.
+    let started = std::time::Instant::now();
+    for _ in 0..200 {
+        let mut echo = TcpStream::connect(addr).await.unwrap();
+        echo.write_all(&request("tools/call", json!({"name": "echo", "arguments": {}}), Some("echo"))).await.unwrap();
+        if read_to_close_or_answer(&mut echo).await.starts_with("HTTP/1.1 200") {
+            return;
+        }
+        assert!(started.elapsed() < BOUND, "the readers' connections were never freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the readers' connections were never freed");
+}
+
+/// The first bytes of an answer, or "" when the server closed the connection unanswered.
+async fn read_to_close_or_answer(stream: &mut TcpStream) -> String {
+    let mut buf = vec![0u8; 65536];
+    match tokio::time::timeout(BOUND, stream.read(&mut buf)).await.expect("an answer or a close") {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Err(_) => String::new(),
+    }
 }
 
 #[tokio::test]

@@ -17,10 +17,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header, request::Parts};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use futures::stream::{self, Stream};
 use sha2::Digest;
 
 pub use serve::{BodyTimeout, ServeLimits, default_max_connections, serve_with};
@@ -266,7 +264,11 @@ impl Host {
     async fn perform(&self, routed: Routed) -> Response {
         match self.performed(routed).await {
             Performed::Reply(reply) => http_reply(reply),
-            Performed::Listen(subscription, frames) => listen_stream(frames, subscription).into_response(),
+            Performed::Listen(subscription, frames) => {
+                let mut response = ListenBody::response(frames, subscription);
+                response.extensions_mut().insert(serve::LongLived);
+                response
+            }
         }
     }
 
@@ -500,27 +502,86 @@ enum ListenPhase {
     Done,
 }
 
-/// The listen stream, framed by the dispatcher's [`ListenFrames`]: the acknowledgement, every
-/// state, then the graceful close once every accepted task is terminal.
-fn listen_stream(
-    frames: ListenFrames,
-    subscription: Subscription,
-) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
-    let event = |message: serde_json::Value| Ok(Event::default().event("message").data(message.to_string()));
-    let events = stream::unfold((ListenPhase::Ack, subscription, frames), move |(phase, mut sub, frames)| async move {
-        match phase {
+/// How long a listen stream may go without a frame before it gets an SSE comment, so that
+/// proxies and clients that time out quiet streams keep it (axum's `KeepAlive` default).
+const LISTEN_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+pin_project_lite::pin_project! {
+    /// The listen stream as SSE events, framed by the dispatcher's [`ListenFrames`]: the
+    /// acknowledgement, every state, then the graceful close once every accepted task is
+    /// terminal; a comment after [`LISTEN_KEEP_ALIVE`] without one. A body of its own, not a
+    /// stream of futures, so an open stream holds only this (~300 B) until its next state.
+    struct ListenBody {
+        phase: ListenPhase,
+        subscription: Subscription,
+        frames: ListenFrames,
+        #[pin]
+        keep_alive: tokio::time::Sleep,
+    }
+}
+
+impl ListenBody {
+    fn response(frames: ListenFrames, subscription: Subscription) -> Response {
+        let body = Self {
+            phase: ListenPhase::Ack,
+            subscription,
+            frames,
+            keep_alive: tokio::time::sleep(LISTEN_KEEP_ALIVE),
+        };
+        let mut response = Response::new(Body::new(body));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        response
+    }
+}
+
+/// `message` as one SSE `message` event (compact JSON has no newline, so one data line).
+fn sse_event(message: &serde_json::Value) -> http_body::Frame<bytes::Bytes> {
+    let mut event = b"event: message\ndata: ".to_vec();
+    serde_json::to_writer(&mut event, message).expect("a JSON value serializes");
+    event.extend_from_slice(b"\n\n");
+    http_body::Frame::data(event.into())
+}
+
+impl http_body::Body for ListenBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        let mut this = self.project();
+        let event = match this.phase {
             ListenPhase::Ack => {
-                let ack = frames.ack(&sub.accepted);
-                Some((event(ack), (ListenPhase::Updates, sub, frames)))
+                *this.phase = ListenPhase::Updates;
+                this.frames.ack(&this.subscription.accepted)
             }
-            ListenPhase::Updates => match sub.next().await {
-                Some(task) => Some((event(frames.task(task)), (ListenPhase::Updates, sub, frames))),
-                None => Some((event(frames.close()), (ListenPhase::Done, sub, frames))),
+            ListenPhase::Updates => match this.subscription.poll_next(cx) {
+                Poll::Ready(Some(task)) => this.frames.task(task),
+                Poll::Ready(None) => {
+                    *this.phase = ListenPhase::Done;
+                    this.frames.close()
+                }
+                Poll::Pending => {
+                    if this.keep_alive.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    this.keep_alive.reset(tokio::time::Instant::now() + LISTEN_KEEP_ALIVE);
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(b":\n\n")))));
+                }
             },
-            ListenPhase::Done => None,
-        }
-    });
-    Sse::new(events).keep_alive(KeepAlive::default())
+            ListenPhase::Done => return Poll::Ready(None),
+        };
+        this.keep_alive.reset(tokio::time::Instant::now() + LISTEN_KEEP_ALIVE);
+        Poll::Ready(Some(Ok(sse_event(&event))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.phase, ListenPhase::Done)
+    }
 }
 
 async fn post_handler(State(host): State<Host>, request: Request) -> Response {

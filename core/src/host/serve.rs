@@ -18,20 +18,26 @@
 //!   [`ServeLimits::write_stall_timeout`] is closed. The reader gets what was buffered, then the
 //!   connection's end in the middle of its response; every other connection is written on its
 //!   own task, so a stalled one delays none of them meanwhile.
+//! - A response marked [`LongLived`] (a listen stream) on an HTTP/1.1 connection whose earlier
+//!   bytes have all gone out is written by this loop, not by hyper: hyper's connection is let go
+//!   once the request is read, so an open stream does not keep its two 8 KiB buffers (16 of the
+//!   16.3 KB of RSS an open stream took). The response says `connection: close`, as the loop
+//!   cannot hand the socket back to hyper once the stream ends.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::response::Response;
 use bytes::Bytes;
-use http_body::Frame;
+use http_body::{Body as _, Frame};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +51,12 @@ pub struct BodyTimeout {
     /// The bound, in seconds.
     pub seconds: u64,
 }
+
+/// Marks a response whose body lasts (a `subscriptions/listen` stream), for the connection loop
+/// to write itself instead of through hyper's buffers (see the module's documentation). Put in
+/// the response's extensions; a response without it is served by hyper as usual.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LongLived;
 
 /// Where a connection is: owing a header since an instant, serving a request, or idle since an
 /// instant. Stored in one atomic as nanoseconds from the server's start with the phase in the
@@ -68,6 +80,9 @@ struct Conn {
     /// Since when (nanoseconds from `epoch`, plus one) a write has waited on a socket whose
     /// buffers are full; 0 while writes go through.
     stalled: AtomicU64,
+    /// Whether everything hyper asked to write has gone out (its last call on the socket was a
+    /// flush that completed), so no earlier response's bytes wait in hyper's buffer.
+    drained: AtomicBool,
 }
 
 impl Conn {
@@ -80,6 +95,7 @@ impl Conn {
             shed: CancellationToken::new(),
             epoch,
             stalled: AtomicU64::new(0),
+            drained: AtomicBool::new(true),
         };
         conn.set(Phase::Head(conn.now()));
         conn
@@ -132,6 +148,7 @@ impl Conn {
     }
 
     fn watch_write(&self, polled: &Poll<std::io::Result<usize>>) {
+        self.drained.store(false, Ordering::Release);
         match polled {
             Poll::Pending => self.write_blocked(),
             Poll::Ready(Ok(n)) if *n > 0 => self.wrote(),
@@ -222,7 +239,12 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        let polled = Pin::new(&mut self.stream).poll_flush(cx);
+        // hyper flushes the socket only once its own buffer is empty.
+        if matches!(polled, Poll::Ready(Ok(()))) {
+            self.conn.drained.store(true, Ordering::Release);
+        }
+        polled
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -389,22 +411,64 @@ async fn serve_connection(
     limits: &ServeLimits,
     stopping: &CancellationToken,
 ) {
+    // Boxed: hyper's connection and this loop's state around it (~1 KB) are freed when a
+    // long-lived response is handed off, instead of staying in this task for the stream's life.
+    let Some((mut io, head, body)) = Box::pin(serve_http(stream, router, conn, limits, stopping)).await else {
+        return;
+    };
+    if let Err(e) = write_long_lived(&mut io.stream, head, body, limits.write_stall_timeout).await {
+        tracing::debug!(error = %e, "a long-lived response ended early");
+    }
+    conn.finished();
+}
+
+/// Serves the connection through hyper until it ends (`None`), or until a long-lived response is
+/// handed off: then the socket, the response's head serialized, and its body.
+async fn serve_http(
+    stream: tokio::net::TcpStream,
+    router: Router,
+    conn: &Arc<Conn>,
+    limits: &ServeLimits,
+    stopping: &CancellationToken,
+) -> Option<(Watched, Vec<u8>, Body)> {
     let io = TokioIo::new(Watched { stream, conn: Arc::clone(conn) });
     let service_conn = Arc::clone(conn);
     let body_timeout = limits.body_read_timeout;
+    // A long-lived response goes to this loop through here, at most once per connection.
+    let (handoff, mut handed) = tokio::sync::oneshot::channel::<Response<Body>>();
+    let handoff = Arc::new(parking_lot::Mutex::new(Some(handoff)));
     let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
         service_conn.started();
         let sleep = Box::pin(tokio::time::sleep(body_timeout));
         let seconds = body_timeout.as_secs();
+        // The loop writes chunked HTTP/1.1 only, and never a HEAD response's body.
+        let may_hand_off = request.version() == http::Version::HTTP_11 && request.method() != http::Method::HEAD;
         let request = request.map(|inner| Body::new(Deadline { inner, sleep, seconds }));
         let mut router = router.clone();
         let conn = Arc::clone(&service_conn);
+        let handoff = Arc::clone(&handoff);
         async move {
-            let response = tower::Service::call(&mut router, request).await;
-            Ok::<_, std::convert::Infallible>(match response {
-                Ok(response) => response.map(|inner| Body::new(Served { inner, conn: Some(conn) })),
+            let response = match tower::Service::call(&mut router, request).await {
+                Ok(response) => response,
                 Err(never) => match never {},
-            })
+            };
+            // Handed off only when no earlier response's bytes still wait in hyper's buffer
+            // (a pipelining client); otherwise hyper serves it, buffers and all.
+            let taken = (may_hand_off
+                && response.extensions().get::<LongLived>().is_some()
+                && conn.drained.load(Ordering::Acquire))
+            .then(|| handoff.lock().take())
+            .flatten();
+            let response = if let Some(handoff) = taken {
+                match handoff.send(response) {
+                    // The loop drops this connection, and this future with it.
+                    Ok(()) => std::future::pending().await,
+                    Err(response) => response,
+                }
+            } else {
+                response
+            };
+            Ok::<_, std::convert::Infallible>(response.map(|inner| Body::new(Served { inner, conn: Some(conn) })))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -412,39 +476,148 @@ async fn serve_connection(
     // request, which hyper's own timer would close after the header timeout instead of the idle
     // one).
     builder.max_buf_size(limits.max_header_bytes.max(8192)).header_read_timeout(None);
-    let connection = builder.serve_connection(io, service);
-    tokio::pin!(connection);
+    let mut connection = builder.serve_connection(io, service);
     let mut graceful = false;
-    let recheck = limits.header_read_timeout.min(limits.idle_timeout).min(limits.write_stall_timeout);
-    loop {
-        let deadline = conn.deadline(limits);
+    let response = loop {
         tokio::select! {
-            _ = connection.as_mut() => return,
-            () = conn.shed.cancelled() => return,
+            _ = &mut connection => return None,
+            () = conn.shed.cancelled() => return None,
             () = stopping.cancelled(), if !graceful => {
                 graceful = true;
-                connection.as_mut().graceful_shutdown();
+                Pin::new(&mut connection).graceful_shutdown();
             }
-            () = async {
-                match deadline {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    // Serving: look again later (the phase and a stall change without waking
-                    // this task).
-                    None => tokio::time::sleep(recheck).await,
+            () = expired(conn, limits) => return None,
+            handed = &mut handed => match handed {
+                Ok(response) => break response,
+                Err(_) => return None, // the service is gone: so is the connection
+            },
+        }
+    };
+    // hyper has read the request and written nothing for it (its service has not answered),
+    // and its buffer is empty: the socket is this loop's from here. Bytes the client sent after
+    // the request are dropped with hyper's buffer; the connection closes after this response.
+    let io = connection.into_parts().io.into_inner();
+    let (head, body) = response.into_parts();
+    Some((io, long_lived_head(&head), body))
+}
+
+/// Resolves once the connection is past a deadline (its header, idle or stalled-write bound),
+/// looking again whenever that deadline moves.
+async fn expired(conn: &Conn, limits: &ServeLimits) {
+    let recheck = limits.header_read_timeout.min(limits.idle_timeout).min(limits.write_stall_timeout);
+    loop {
+        match conn.deadline(limits) {
+            Some(at) => tokio::time::sleep_until(at).await,
+            // Serving: look again later (the phase and a stall change without waking this task).
+            None => tokio::time::sleep(recheck).await,
+        }
+        if conn.deadline(limits).is_some_and(|at| at <= Instant::now()) {
+            if conn.stalled.load(Ordering::Acquire) != 0 {
+                tracing::info!(
+                    seconds = limits.write_stall_timeout.as_secs_f64(),
+                    "closed a connection whose peer took none of its response's bytes within the bound"
+                );
+            }
+            return;
+        }
+    }
+}
+
+/// `head` as HTTP/1.1 bytes for a chunked body that closes its connection.
+fn long_lived_head(head: &http::response::Parts) -> Vec<u8> {
+    use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(head.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(head.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &head.headers {
+        // Framing is this writer's: chunked, then close.
+        if [CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING].contains(name) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !head.headers.contains_key(DATE) {
+        // RFC 9110 §6.6.1: an origin server with a clock sends Date on a 2xx (hyper did).
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+    out
+}
+
+/// Writes `head` (from [`long_lived_head`]) and `body` as its chunks, until the body ends, the
+/// peer goes away (read end closed), or a write waits `stall` with no byte taken (a reader that
+/// stopped reading: [`ServeLimits::write_stall_timeout`]). What the peer sends is dropped.
+async fn write_long_lived(
+    io: &mut tokio::net::TcpStream,
+    head: Vec<u8>,
+    mut body: Body,
+    stall: Duration,
+) -> std::io::Result<()> {
+    write_within(io, &head, stall).await?;
+    drop(head);
+    loop {
+        // The body's next frame, or `None` once the peer has gone away (read end closed).
+        let frame = std::future::poll_fn(|cx| {
+            if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
+                return Poll::Ready(Some(frame));
+            }
+            let mut scratch = [0_u8; 16];
+            loop {
+                let mut buf = ReadBuf::new(&mut scratch);
+                match Pin::new(&mut *io).poll_read(cx, &mut buf) {
+                    Poll::Ready(Ok(())) if !buf.filled().is_empty() => {} // dropped; tokio's budget bounds this loop
+                    Poll::Ready(_) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
                 }
-            } => {
-                if conn.deadline(limits).is_some_and(|at| at <= Instant::now()) {
-                    if conn.stalled.load(Ordering::Acquire) != 0 {
-                        tracing::info!(
-                            seconds = limits.write_stall_timeout.as_secs_f64(),
-                            "closed a connection whose peer took none of its response's bytes within the bound"
-                        );
-                    }
-                    return; // a header, an idle wait or a stalled write past its bound: close
-                }
+            }
+        })
+        .await;
+        let Some(frame) = frame else {
+            return Ok(()); // nobody reads the rest
+        };
+        let data = match frame {
+            None => return write_within(io, b"0\r\n\r\n", stall).await,
+            Some(Err(e)) => return Err(std::io::Error::other(e)),
+            // Trailers are not sent (a listen has none).
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) if !data.is_empty() => data,
+                _ => continue,
+            },
+        };
+        let mut chunk = Vec::with_capacity(data.len() + 12);
+        chunk.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        chunk.extend_from_slice(&data);
+        chunk.extend_from_slice(b"\r\n");
+        drop(data);
+        write_within(io, &chunk, stall).await?;
+    }
+}
+
+/// Writes all of `bytes`, failing once a write has waited `stall` with no byte taken.
+async fn write_within(io: &mut tokio::net::TcpStream, mut bytes: &[u8], stall: Duration) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        match tokio::time::timeout(stall, io.write(bytes)).await {
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => bytes = &bytes[n..],
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                tracing::info!(
+                    seconds = stall.as_secs_f64(),
+                    "closed a connection whose peer took none of its response's bytes within the bound"
+                );
+                return Err(std::io::ErrorKind::TimedOut.into());
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
