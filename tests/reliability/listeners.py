@@ -11,7 +11,8 @@ and reads them all. Per server it prints the latency from each state change (the
 the server's RSS per open stream.
 
 `--stalled N` adds N readers that stop reading, each following every task on a connection with
-a small receive buffer: the others' latencies show whether they delay anyone,
+a small receive buffer, opened 8 s before the first task is due (so their first states are sent
+and they are stalled while the tasks complete): the others' latencies show whether they delay anyone,
 and each must have been dropped (its connection closed mid-stream) by the time the others are
 done, which is at least 30 s (the servers' default `writeStallTimeoutMs`) after its writes
 blocked.

@@ -522,12 +522,8 @@ pin_project_lite::pin_project! {
 
 impl ListenBody {
     fn response(frames: ListenFrames, subscription: Subscription) -> Response {
-        let body = Self {
-            phase: ListenPhase::Ack,
-            subscription,
-            frames,
-            keep_alive: tokio::time::sleep(LISTEN_KEEP_ALIVE),
-        };
+        let body =
+            Self { phase: ListenPhase::Ack, subscription, frames, keep_alive: tokio::time::sleep(LISTEN_KEEP_ALIVE) };
         let mut response = Response::new(Body::new(body));
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
