@@ -97,6 +97,14 @@ fn request(method: &str, params: Value, name: Option<&str>) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Calls `tool` (a task tool) on `conn`: its task's id.
+async fn create(conn: &mut TcpStream, tool: &str) -> String {
+    conn.write_all(&request("tools/call", json!({"name": tool, "arguments": {}}), Some(tool))).await.unwrap();
+    let created = read_some(conn).await;
+    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    task["result"]["taskId"].as_str().expect("a task").to_owned()
+}
+
 /// Reads until the server closes the connection (or `BOUND` passes: then panics).
 async fn read_to_close(stream: &mut TcpStream) -> String {
     let mut all = Vec::new();
@@ -172,11 +180,7 @@ async fn at_the_cap_the_oldest_unfinished_connection_makes_room() {
 async fn a_listen_stream_outlives_every_bound() {
     let addr = host(limits()).await;
     let mut call = TcpStream::connect(addr).await.unwrap();
-    call.write_all(&request("tools/call", json!({"name": "slow", "arguments": {}}), Some("slow"))).await.unwrap();
-    let created = read_some(&mut call).await;
-    let body = &created[created.find("\r\n\r\n").unwrap() + 4..];
-    let task: Value = serde_json::from_str(body).unwrap();
-    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    let id = create(&mut call, "slow").await;
     let mut listen = TcpStream::connect(addr).await.unwrap();
     listen
         .write_all(&request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None))
@@ -214,10 +218,7 @@ fn dechunk(response: &str) -> (String, String) {
 async fn a_listen_after_other_requests_on_its_connection_and_pipelined_behind_one() {
     let addr = host(limits()).await;
     let mut conn = TcpStream::connect(addr).await.unwrap();
-    conn.write_all(&request("tools/call", json!({"name": "slow", "arguments": {}}), Some("slow"))).await.unwrap();
-    let created = read_some(&mut conn).await;
-    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
-    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    let id = create(&mut conn, "slow").await;
     // The same keep-alive connection: a tasks/get and the listen sent together, so the listen's
     // head may be read before the get's answer has gone out.
     let mut both = request("tasks/get", json!({"taskId": id}), Some(&id));
@@ -238,10 +239,7 @@ async fn a_listen_whose_reader_went_away_frees_its_connection() {
     // `chatty` never finishes here (nobody says go): only the readers' leaving ends the streams.
     let addr = host(limits()).await;
     let mut call = TcpStream::connect(addr).await.unwrap();
-    call.write_all(&request("tools/call", json!({"name": "chatty", "arguments": {}}), Some("chatty"))).await.unwrap();
-    let created = read_some(&mut call).await;
-    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
-    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    let id = create(&mut call, "chatty").await;
     drop(call);
     let listen = request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None);
     // As many streams as the cap: while they are open, every connection is serving a request.
@@ -283,10 +281,7 @@ async fn a_reader_that_stops_reading_is_closed_and_the_others_get_every_state() 
     let go = Arc::new(tokio::sync::Notify::new());
     let addr = host_with(limits(), Arc::clone(&go)).await;
     let mut call = TcpStream::connect(addr).await.unwrap();
-    call.write_all(&request("tools/call", json!({"name": "chatty", "arguments": {}}), Some("chatty"))).await.unwrap();
-    let created = read_some(&mut call).await;
-    let task: Value = serde_json::from_str(&created[created.find("\r\n\r\n").unwrap() + 4..]).unwrap();
-    let id = task["result"]["taskId"].as_str().unwrap().to_owned();
+    let id = create(&mut call, "chatty").await;
     let listen = request("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), None);
     // The stalled reader takes its response head and acknowledgement, then reads nothing; its
     // small receive buffer fills at once.

@@ -550,29 +550,29 @@ impl http_body::Body for ListenBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
         use std::task::Poll;
         let mut this = self.project();
-        let event = match this.phase {
+        let frame = match this.phase {
             ListenPhase::Ack => {
                 *this.phase = ListenPhase::Updates;
-                this.frames.ack(&this.subscription.accepted)
+                sse_event(&this.frames.ack(&this.subscription.accepted))
             }
             ListenPhase::Updates => match this.subscription.poll_next(cx) {
-                Poll::Ready(Some(task)) => this.frames.task(task),
+                Poll::Ready(Some(task)) => sse_event(&this.frames.task(task)),
                 Poll::Ready(None) => {
                     *this.phase = ListenPhase::Done;
-                    this.frames.close()
+                    sse_event(&this.frames.close())
                 }
                 Poll::Pending => {
                     if this.keep_alive.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    this.keep_alive.reset(tokio::time::Instant::now() + LISTEN_KEEP_ALIVE);
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(b":\n\n")))));
+                    http_body::Frame::data(bytes::Bytes::from_static(b":\n\n"))
                 }
             },
             ListenPhase::Done => return Poll::Ready(None),
         };
+        // Any frame, a comment included, restarts the quiet period.
         this.keep_alive.reset(tokio::time::Instant::now() + LISTEN_KEEP_ALIVE);
-        Poll::Ready(Some(Ok(sse_event(&event))))
+        Poll::Ready(Some(Ok(frame)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -513,14 +513,20 @@ async fn expired(conn: &Conn, limits: &ServeLimits) {
         }
         if conn.deadline(limits).is_some_and(|at| at <= Instant::now()) {
             if conn.stalled.load(Ordering::Acquire) != 0 {
-                tracing::info!(
-                    seconds = limits.write_stall_timeout.as_secs_f64(),
-                    "closed a connection whose peer took none of its response's bytes within the bound"
-                );
+                closed_stalled(limits.write_stall_timeout);
             }
             return;
         }
     }
+}
+
+/// Logs the close of a connection whose peer took none of its bytes for `bound` (the watchdog's,
+/// or a long-lived response's write).
+fn closed_stalled(bound: Duration) {
+    tracing::info!(
+        seconds = bound.as_secs_f64(),
+        "closed a connection whose peer took none of its response's bytes within the bound"
+    );
 }
 
 /// `head` as HTTP/1.1 bytes for a chunked body that closes its connection.
@@ -609,10 +615,7 @@ async fn write_within(io: &mut tokio::net::TcpStream, mut bytes: &[u8], stall: D
             Ok(Ok(n)) => bytes = &bytes[n..],
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                tracing::info!(
-                    seconds = stall.as_secs_f64(),
-                    "closed a connection whose peer took none of its response's bytes within the bound"
-                );
+                closed_stalled(stall);
                 return Err(std::io::ErrorKind::TimedOut.into());
             }
         }
