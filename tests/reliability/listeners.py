@@ -18,7 +18,8 @@ done, which is at least 30 s (the servers' default `writeStallTimeoutMs`) after 
 blocked.
 
     tests/reliability/listeners.py rust|python|node ... [--streams 10000] [--groups 100]
-        [--group-size 100] [--rate 1000] [--lead SECONDS] [--stalled 0] [--smoke]
+        [--group-size 100] [--rate 1000] [--lead SECONDS] [--stalled 0] [--tool slow_compute]
+        [--timeline] [--smoke]
 
 `--smoke` runs it small (200 streams, 4 groups of 10, 200 tasks/s): CI's check that every
 stream gets every frame, with no timing asserted. Not part of CI at full size (a minute or two
@@ -47,7 +48,11 @@ def main() -> int:
     parser.add_argument("--lead", type=float, default=None,
                         help="seconds from the first create to the first task due (listen-scale's default: 75 s at full size)")
     parser.add_argument("--stalled", type=int, default=0, help="readers that stop reading (see above)")
+    parser.add_argument("--tool", default="slow_compute",
+                        help="the fixture tool that sleeps (the TypeScript fixture's ctx-free twin: slow_compute_plain)")
     parser.add_argument("--smoke", action="store_true", help="small, as CI runs it")
+    parser.add_argument("--timeline", action="store_true",
+                        help="also print, per server, the frames, p99 and max of each second after the first task was due")
     args = parser.parse_args()
     if args.smoke:
         args.streams, args.groups, args.group_size, args.rate = 200, 4, 10, 200.0
@@ -75,6 +80,7 @@ def main() -> int:
                     "--rate", str(args.rate),
                     "--pid", str(server.pid),
                     "--stalled", str(args.stalled),
+                    "--tool", args.tool,
                 ] + (["--lead", str(args.lead)] if args.lead is not None else [])
                 run = subprocess.run(command, capture_output=True, text=True, timeout=1_800)
             finally:
@@ -110,6 +116,11 @@ def main() -> int:
             f"| {f['short_streams']} | {f['rss_per_stream_b']:,.0f} B |",
             flush=True,
         )
+    if args.timeline:
+        for kind, f in rows:
+            print(f"{kind}: second after the first task was due, frames, p99 ms, max ms")
+            for second, frames, p99, worst in f["timeline"]:
+                print(f"  {second:>4} {frames:>6} {p99:>9.2f} {worst:>9.2f}")
     for kind, f in rows:
         if f["stalled"]:
             print(f"{kind}: stalled readers dropped by the server {f['stalled_dropped']} of {f['stalled']}, still open {f['stalled_open']}")
