@@ -118,16 +118,23 @@ export declare class NativeClient {
 
 /**
  * One `subscriptions/listen` stream for tasks, framed by core as SSE events: send `ack`, then
- * every event `next()` resolves to, then `closeEvent`.
+ * the events each `nextEvents()` resolves to, then `closeEvent`.
  */
 export declare class NativeListen {
   /** The acknowledgement (one SSE event). */
   get ack(): string
   /**
-   * The next `notifications/tasks` (one SSE event), or null once every accepted task is
-   * terminal and reported.
+   * The next task states as SSE text: at least one event, then every state already waiting
+   * (up to core's `LISTEN_WRITE_BYTES`, 64 KiB), so a stream with many states waiting takes
+   * few calls and writes; null once every accepted task is terminal and reported.
+   * Null too once `close()` was called.
    */
-  next(): Promise<string | null>
+  nextEvents(): Promise<string | null>
+  /**
+   * Stops the stream (its client went away): a `nextEvents` waiting, and every later one,
+   * resolves to null, so the subscription is let go now rather than at its tasks' next change.
+   */
+  close(): void
   /** The listen request's result (one SSE event), which ends the stream gracefully. */
   get closeEvent(): string
 }

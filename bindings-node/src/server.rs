@@ -200,7 +200,13 @@ impl Handled {
             Ok(Served::Listen(subscription)) => {
                 let frames = reply.listen_frames();
                 let ack = sse_event(&frames.ack(&subscription.accepted));
-                let listen = ListenInner { frames, ack, subscription: tokio::sync::Mutex::new(subscription) };
+                let listen = ListenInner {
+                    frames,
+                    ack,
+                    subscription: tokio::sync::Mutex::new(subscription),
+                    closed: tokio::sync::Notify::new(),
+                    is_closed: std::sync::atomic::AtomicBool::new(false),
+                };
                 Self { listen: Some(Arc::new(listen)), ..Self::nothing() }
             }
             Ok(Served::CallTool(_)) => unreachable!("tools/call is taken by handle(), never pending"),
@@ -1067,10 +1073,13 @@ struct ListenInner {
     frames: ListenFrames,
     ack: String,
     subscription: tokio::sync::Mutex<Subscription>,
+    /// Notified by `close`: a `nextEvents` waiting resolves to null and lets the subscription go.
+    closed: tokio::sync::Notify,
+    is_closed: std::sync::atomic::AtomicBool,
 }
 
 /// One `subscriptions/listen` stream for tasks, framed by core as SSE events: send `ack`, then
-/// every event `next()` resolves to, then `closeEvent`.
+/// the events each `nextEvents()` resolves to, then `closeEvent`.
 #[napi]
 pub struct NativeListen {
     inner: Arc<ListenInner>,
@@ -1084,12 +1093,30 @@ impl NativeListen {
         self.inner.ack.clone()
     }
 
-    /// The next `notifications/tasks` (one SSE event), or null once every accepted task is
-    /// terminal and reported.
+    /// The next task states as SSE text: at least one event, then every state already waiting
+    /// (up to core's `LISTEN_WRITE_BYTES`, 64 KiB), so a stream with many states waiting takes
+    /// few calls and writes; null once every accepted task is terminal and reported.
+    /// Null too once `close()` was called.
     #[napi]
-    pub async fn next(&self) -> Option<String> {
-        let task = self.inner.subscription.lock().await.next().await?;
-        Some(sse_event(&self.inner.frames.task(task)))
+    pub async fn next_events(&self) -> Option<String> {
+        if self.inner.is_closed.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let mut subscription = self.inner.subscription.lock().await;
+        tokio::select! {
+            () = self.inner.closed.notified() => None,
+            events = subscription.next_events(&self.inner.frames, mcp_tasks::engine::LISTEN_WRITE_BYTES) => events,
+        }
+    }
+
+    /// Stops the stream (its client went away): a `nextEvents` waiting, and every later one,
+    /// resolves to null, so the subscription is let go now rather than at its tasks' next change.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.is_closed.store(true, std::sync::atomic::Ordering::Release);
+        // A stored permit also ends a call that began before the flag was set and waits yet.
+        self.inner.closed.notify_one();
+        self.inner.closed.notify_waiters();
     }
 
     /// The listen request's result (one SSE event), which ends the stream gracefully.

@@ -234,6 +234,22 @@ describe("an McpServer with task tools", () => {
     assert.ok(messages.at(-1).result, "the stream ends with the listen's result");
   });
 
+  test("a listen whose client goes away lets its subscription go, before its task changes", async () => {
+    const client = rpc(url);
+    const created = await client.call("tools/call", { name: "sleepy", arguments: { ms: 60_000 } });
+    const taskId = created.result.taskId;
+    const streams = () => Number(/^mcp_tasks_listen_streams (\d+)$/m.exec(tasks.metrics())?.[1]);
+    const before = streams();
+    const response = await client.post("subscriptions/listen", { notifications: { taskIds: [taskId] } });
+    const reader = response.body.getReader();
+    await reader.read(); // the acknowledgement: the stream is open
+    assert.equal(streams(), before + 1);
+    await reader.cancel(); // the client goes away; the task keeps sleeping
+    await until(async () => streams(), (n) => n === before);
+    assert.equal((await getTask(client, taskId)).result.status, "working");
+    await client.call("tasks/cancel", { taskId });
+  });
+
   test("an Express-style body parser's parsed body is served", async () => {
     const port = await freePort();
     const parsed = http.createServer(async (req, res) => {

@@ -1073,8 +1073,10 @@ impl PySseListen {
         &self.ack
     }
 
-    /// The next `notifications/tasks` (one SSE event), or None once every accepted task is
-    /// terminal and reported, or the stream was closed.
+    /// The next task states as SSE events: at least one, then every state already waiting
+    /// (up to core's `LISTEN_WRITE_BYTES`, 64 KiB), so a stream with many states waiting takes
+    /// few sends; None once every accepted task is terminal and reported, or the stream was
+    /// closed.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (subscription, closed, frames) =
             (Arc::clone(&self.subscription), Arc::clone(&self.closed), self.frames.clone());
@@ -1086,7 +1088,8 @@ impl PySseListen {
             let mut subscription = subscription.lock().await;
             tokio::select! {
                 () = closed.notified() => Ok(None),
-                task = subscription.next() => Ok(task.map(|task| sse_event(&frames.task(task)).into_bytes())),
+                events = subscription.next_events(&frames, mcp_tasks::engine::LISTEN_WRITE_BYTES) =>
+                    Ok(events.map(String::into_bytes)),
             }
         })
     }

@@ -9,6 +9,7 @@
 //! | `mcp_tasks_tasks_finished_total` | counter | `tool`, `outcome` | tasks this engine's writes ended: `completed`, `failed`, `cancelled`, `expired`, `abandoned` (their process or worker died), `exhausted` (a resumable task's worker died during its last allowed attempt) |
 //! | `mcp_tasks_task_attempts_total` | counter | `tool` | attempts this engine claimed: resumable tasks run again (attempt 2 or more) and tasks enqueued for a worker |
 //! | `mcp_tasks_tasks_in_flight` | gauge | | tasks this process runs (`working` or `input_required`) |
+//! | `mcp_tasks_listen_streams` | gauge | | `subscriptions/listen` streams this engine serves (a subscription each, let go when its stream ends or its client goes away) |
 //! | `mcp_tasks_task_duration_seconds` | histogram | `tool` | from creation to the end, for the tasks counted as finished |
 //! | `mcp_tasks_store_write_seconds` | histogram | `op` (`insert`, `update`) | how long the store took to accept a write (with the default redo log: until it is in the log) |
 //!
@@ -55,6 +56,7 @@ pub(crate) struct Metrics {
     finished: Family<FinishedLabels, Counter>,
     attempts: Family<ToolLabels, Counter>,
     in_flight: Gauge,
+    listen_streams: Gauge,
     duration: Histograms<ToolLabels>,
     /// The two series of `mcp_tasks_store_write_seconds`, taken once: every store write
     /// observes one, so it neither allocates a label nor looks the series up.
@@ -79,6 +81,7 @@ impl Default for Metrics {
         let finished = Family::<FinishedLabels, Counter>::default();
         let attempts = Family::<ToolLabels, Counter>::default();
         let in_flight = Gauge::default();
+        let listen_streams = Gauge::default();
         let duration: Histograms<ToolLabels> = Family::new_with_constructor(duration_buckets);
         let store_write: Histograms<OpLabels> = Family::new_with_constructor(write_buckets);
         registry.register("mcp_tasks_tasks_created", "Tasks this engine created", created.clone());
@@ -98,6 +101,11 @@ impl Default for Metrics {
             in_flight.clone(),
         );
         registry.register(
+            "mcp_tasks_listen_streams",
+            "subscriptions/listen streams this engine serves",
+            listen_streams.clone(),
+        );
+        registry.register(
             "mcp_tasks_task_duration_seconds",
             "From creation to the end, for the tasks counted as finished",
             duration.clone(),
@@ -109,7 +117,7 @@ impl Default for Metrics {
         );
         let series = |op: &str| store_write.get_or_create(&OpLabels { op: op.to_owned() }).clone();
         let (insert_write, update_write) = (series("insert"), series("update"));
-        Self { registry, created, finished, attempts, in_flight, duration, insert_write, update_write }
+        Self { registry, created, finished, attempts, in_flight, listen_streams, duration, insert_write, update_write }
     }
 }
 
@@ -178,9 +186,10 @@ impl Metrics {
         series.observe(took.as_secs_f64());
     }
 
-    /// The exposition text, with the in-flight gauge set to `in_flight`.
-    pub(crate) fn render(&self, in_flight: usize) -> String {
+    /// The exposition text, with the gauges set to `in_flight` tasks and `listen_streams`.
+    pub(crate) fn render(&self, in_flight: usize, listen_streams: usize) -> String {
         self.in_flight.set(i64::try_from(in_flight).unwrap_or(i64::MAX));
+        self.listen_streams.set(i64::try_from(listen_streams).unwrap_or(i64::MAX));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text

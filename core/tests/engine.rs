@@ -293,6 +293,52 @@ async fn subscriptions_report_changes_and_end_at_terminal() {
 }
 
 #[tokio::test]
+async fn next_events_batches_what_is_waiting_up_to_the_bound() {
+    use mcp_tasks::protocol::server::{ListenFrames, sse_event};
+    let rig = rig(false, EngineConfig::default()).await;
+    let mut ids = Vec::new();
+    let mut contexts = Vec::new();
+    for _ in 0..5 {
+        let (created, ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        ids.push(created.task.task_id.clone());
+        contexts.push(ctx);
+    }
+    let frames = ListenFrames::new(json!(7));
+    // The same events, one at a time, from a twin subscription.
+    let mut twin = rig.engine.subscribe("p", &ids).await;
+    let mut one_by_one = String::new();
+    for _ in 0..5 {
+        one_by_one.push_str(&sse_event(&frames.task(twin.next().await.unwrap())));
+    }
+    let mut sub = rig.engine.subscribe("p", &ids).await;
+    // A bound of one byte: one event per call.
+    let first = sub.next_events(&frames, 1).await.unwrap();
+    assert_eq!(first.matches("event: message").count(), 1);
+    // No bound: the four other current states in one piece, in order.
+    let rest = sub.next_events(&frames, usize::MAX).await.unwrap();
+    assert_eq!(rest.matches("event: message").count(), 4);
+    assert_eq!(format!("{first}{rest}"), one_by_one);
+    // Nothing waiting: the call waits for the next change.
+    let waiting = tokio::spawn(async move {
+        let text = sub.next_events(&frames, usize::MAX).await;
+        (sub, text)
+    });
+    tokio::task::yield_now().await;
+    for ctx in contexts {
+        ctx.complete(json!({"content": []})).await.unwrap();
+    }
+    let (mut sub, text) = waiting.await.unwrap();
+    let frames = ListenFrames::new(json!(7));
+    let mut events = text.unwrap().matches("\"completed\"").count();
+    while let Some(text) = sub.next_events(&frames, usize::MAX).await {
+        events += text.matches("\"completed\"").count();
+    }
+    // Every task reported terminal once, then the end.
+    assert_eq!(events, 5);
+    assert!(sub.next_events(&frames, usize::MAX).await.is_none());
+}
+
+#[tokio::test]
 async fn restart_fails_abandoned_tasks_and_keeps_finished_ones() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.db");

@@ -87,3 +87,18 @@ async fn the_host_serves_metrics_only_on_the_route_it_was_given() {
     let bare = host.router("/mcp");
     assert_eq!(bare.oneshot(get("/metrics")).await.unwrap().status(), 404);
 }
+
+#[tokio::test]
+async fn the_listen_gauge_counts_subscriptions_until_they_are_dropped() {
+    let engine = engine(Arc::new(ManualClock::new(START))).await;
+    let (created, _work) = engine.create_task("alice", "report", TaskOptions::default()).await.unwrap();
+    let ids = [created.task.task_id.clone()];
+    assert_eq!(sample(&engine.metrics_text(), "mcp_tasks_listen_streams"), Some(0.0));
+    let first = engine.subscribe("alice", &ids).await;
+    let second = engine.subscribe("bob", &ids).await; // accepts nothing, but is a stream all the same
+    assert_eq!(sample(&engine.metrics_text(), "mcp_tasks_listen_streams"), Some(2.0));
+    drop(first);
+    assert_eq!(sample(&engine.metrics_text(), "mcp_tasks_listen_streams"), Some(1.0));
+    drop(second);
+    assert_eq!(sample(&engine.metrics_text(), "mcp_tasks_listen_streams"), Some(0.0));
+}
