@@ -203,7 +203,7 @@ impl Handled {
                 let listen = ListenInner {
                     frames,
                     ack,
-                    subscription: tokio::sync::Mutex::new(subscription),
+                    subscription: tokio::sync::Mutex::new(Some(subscription)),
                     closed: tokio::sync::Notify::new(),
                     is_closed: std::sync::atomic::AtomicBool::new(false),
                 };
@@ -1072,7 +1072,9 @@ async fn settle(
 struct ListenInner {
     frames: ListenFrames,
     ack: String,
-    subscription: tokio::sync::Mutex<Subscription>,
+    /// Taken out once the stream is over or closed: the subscription is let go then, not when
+    /// V8 collects the `NativeListen`.
+    subscription: tokio::sync::Mutex<Option<Subscription>>,
     /// Notified by `close`: a `nextEvents` waiting resolves to null and lets the subscription go.
     closed: tokio::sync::Notify,
     is_closed: std::sync::atomic::AtomicBool,
@@ -1102,11 +1104,16 @@ impl NativeListen {
         if self.inner.is_closed.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
-        let mut subscription = self.inner.subscription.lock().await;
-        tokio::select! {
+        let mut held = self.inner.subscription.lock().await;
+        let subscription = held.as_mut()?;
+        let events = tokio::select! {
             () = self.inner.closed.notified() => None,
             events = subscription.next_events(&self.inner.frames, mcp_tasks::engine::LISTEN_WRITE_BYTES) => events,
+        };
+        if events.is_none() {
+            *held = None;
         }
+        events
     }
 
     /// Stops the stream (its client went away): a `nextEvents` waiting, and every later one,
@@ -1117,6 +1124,11 @@ impl NativeListen {
         // A stored permit also ends a call that began before the flag was set and waits yet.
         self.inner.closed.notify_one();
         self.inner.closed.notify_waiters();
+        // With no call waiting, the subscription is let go here; a waiting one lets it go as it
+        // resolves.
+        if let Ok(mut held) = self.inner.subscription.try_lock() {
+            *held = None;
+        }
     }
 
     /// The listen request's result (one SSE event), which ends the stream gracefully.
