@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use mcp_tasks::clock::ManualClock;
 use mcp_tasks::engine::{
-    ClaimedTask, EngineOptions, Execution, Executor, Served, Subscription, TaskContext, TaskHandle, TaskOptions,
+    ClaimedTask, EngineOptions, Execution, Executor, Served, SseListen, TaskContext, TaskHandle, TaskOptions,
 };
 use mcp_tasks::protocol::negotiation::{self, TaskMode};
 use mcp_tasks::protocol::request_state;
 use mcp_tasks::protocol::server::{
-    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, READ_HEADERS, REQUEST_STATE_TTL_MS,
-    Reply, ReplyTo, Route, Routed, ToolCallRoute, call_request, input_required_result, sse_event,
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, READ_HEADERS, REQUEST_STATE_TTL_MS, Reply, ReplyTo,
+    Route, Routed, ToolCallRoute, call_request, input_required_result,
 };
 use mcp_tasks::protocol::types::META_SERVER_INFO;
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
@@ -88,7 +88,7 @@ fn parse_mode(mode: &str) -> napi::Result<TaskMode> {
 pub struct Handled {
     reply: Option<HttpReply>,
     call: Option<Arc<CallInner>>,
-    listen: Option<Arc<ListenInner>>,
+    listen: Option<Arc<SseListen>>,
     /// A route that needs the store, performed by [`Handled::perform`].
     pending: parking_lot::Mutex<Option<(Routed, Engine)>>,
     /// The task a `tools/call` created, with its creation reply, for the host to run.
@@ -198,15 +198,7 @@ impl Handled {
             Ok(Served::Result(result)) => Self::reply(reply.result(result), task_id),
             Ok(Served::Task(task)) => Self::reply(reply.task(&task), task_id),
             Ok(Served::Listen(subscription)) => {
-                let frames = reply.listen_frames();
-                let ack = sse_event(&frames.ack(&subscription.accepted));
-                let listen = ListenInner {
-                    frames,
-                    ack,
-                    subscription: tokio::sync::Mutex::new(Some(subscription)),
-                    closed: tokio::sync::Notify::new(),
-                    is_closed: std::sync::atomic::AtomicBool::new(false),
-                };
+                let listen = SseListen::new(subscription, reply.listen_frames());
                 Self { listen: Some(Arc::new(listen)), ..Self::nothing() }
             }
             Ok(Served::CallTool(_)) => unreachable!("tools/call is taken by handle(), never pending"),
@@ -1069,22 +1061,11 @@ async fn settle(
     Ok(None)
 }
 
-struct ListenInner {
-    frames: ListenFrames,
-    ack: String,
-    /// Taken out once the stream is over or closed: the subscription is let go then, not when
-    /// V8 collects the `NativeListen`.
-    subscription: tokio::sync::Mutex<Option<Subscription>>,
-    /// Notified by `close`: a `nextEvents` waiting resolves to null and lets the subscription go.
-    closed: tokio::sync::Notify,
-    is_closed: std::sync::atomic::AtomicBool,
-}
-
 /// One `subscriptions/listen` stream for tasks, framed by core as SSE events: send `ack`, then
 /// the events each `nextEvents()` resolves to, then `closeEvent`.
 #[napi]
 pub struct NativeListen {
-    inner: Arc<ListenInner>,
+    inner: Arc<SseListen>,
 }
 
 #[napi]
@@ -1092,7 +1073,7 @@ impl NativeListen {
     /// The acknowledgement (one SSE event).
     #[napi(getter)]
     pub fn ack(&self) -> String {
-        self.inner.ack.clone()
+        self.inner.ack().to_owned()
     }
 
     /// The next task states as SSE text: at least one event, then every state already waiting
@@ -1101,39 +1082,19 @@ impl NativeListen {
     /// Null too once `close()` was called.
     #[napi]
     pub async fn next_events(&self) -> Option<String> {
-        if self.inner.is_closed.load(std::sync::atomic::Ordering::Acquire) {
-            return None;
-        }
-        let mut held = self.inner.subscription.lock().await;
-        let subscription = held.as_mut()?;
-        let events = tokio::select! {
-            () = self.inner.closed.notified() => None,
-            events = subscription.next_events(&self.inner.frames, mcp_tasks::engine::LISTEN_WRITE_BYTES) => events,
-        };
-        if events.is_none() {
-            *held = None;
-        }
-        events
+        self.inner.next_events().await
     }
 
     /// Stops the stream (its client went away): a `nextEvents` waiting, and every later one,
     /// resolves to null, so the subscription is let go now rather than at its tasks' next change.
     #[napi]
     pub fn close(&self) {
-        self.inner.is_closed.store(true, std::sync::atomic::Ordering::Release);
-        // A stored permit also ends a call that began before the flag was set and waits yet.
-        self.inner.closed.notify_one();
-        self.inner.closed.notify_waiters();
-        // With no call waiting, the subscription is let go here; a waiting one lets it go as it
-        // resolves.
-        if let Ok(mut held) = self.inner.subscription.try_lock() {
-            *held = None;
-        }
+        self.inner.close();
     }
 
     /// The listen request's result (one SSE event), which ends the stream gracefully.
     #[napi(getter)]
     pub fn close_event(&self) -> String {
-        sse_event(&self.inner.frames.close())
+        self.inner.close_event()
     }
 }

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use mcp_tasks::clock::{ManualClock, SequentialIds};
 use mcp_tasks::engine::{
-    ClaimedTask, EngineConfig, Executor, Served, Subscription, TaskContext, TaskHandle, TaskOptions,
+    ClaimedTask, EngineConfig, Executor, Served, SseListen, Subscription, TaskContext, TaskHandle, TaskOptions,
 };
 use mcp_tasks::protocol::negotiation::{Dispatch, TaskMode};
 use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Reply, Route, Routed, Routing,
-    ToolCallRoute, ToolEntry, get_result, sse_event,
+    ToolCallRoute, ToolEntry, get_result,
 };
 use mcp_tasks::protocol::{Resume, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
@@ -970,15 +970,7 @@ impl PyRouted {
         crate::awaitable(py, async move {
             match engine.serve(&principal, route).await {
                 Ok(Served::Listen(subscription)) => {
-                    let ack = sse_event(&frames.ack(&subscription.accepted)).into_bytes();
-                    let listen = PySseListen {
-                        frames,
-                        ack,
-                        subscription: Arc::new(tokio::sync::Mutex::new(subscription)),
-                        closed: Arc::new(tokio::sync::Notify::new()),
-                        is_closed: std::sync::atomic::AtomicBool::new(false),
-                    };
-                    Ok((None, Some(listen)))
+                    Ok((None, Some(PySseListen(Arc::new(SseListen::new(subscription, frames))))))
                 }
                 Ok(other) => unreachable!("a listen route serves a subscription, not {other:?}"),
                 Err(e) => Ok((Some(reply_tuple(&reply.error(&e))), None)),
@@ -1056,21 +1048,14 @@ impl PyRouted {
 /// [`PySseListen::next`] resolves to, then [`PySseListen::close_event`]; [`PySseListen::close`]
 /// when the client went away (dropping it does the same).
 #[pyclass(name = "SseListen", module = "mcp_tasks._native", frozen)]
-pub(crate) struct PySseListen {
-    frames: ListenFrames,
-    ack: Vec<u8>,
-    subscription: Arc<tokio::sync::Mutex<Subscription>>,
-    /// Notified by `close`: a `next` waiting resolves to None and lets the subscription go.
-    closed: Arc<tokio::sync::Notify>,
-    is_closed: std::sync::atomic::AtomicBool,
-}
+pub(crate) struct PySseListen(Arc<SseListen>);
 
 #[pymethods]
 impl PySseListen {
     /// The acknowledgement (one SSE event).
     #[getter]
     fn ack(&self) -> &[u8] {
-        &self.ack
+        self.0.ack().as_bytes()
     }
 
     /// The next task states as SSE events: at least one, then every state already waiting
@@ -1078,34 +1063,20 @@ impl PySseListen {
     /// few sends; None once every accepted task is terminal and reported, or the stream was
     /// closed.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (subscription, closed, frames) =
-            (Arc::clone(&self.subscription), Arc::clone(&self.closed), self.frames.clone());
-        let ended = self.is_closed.load(std::sync::atomic::Ordering::Acquire);
-        crate::awaitable(py, async move {
-            if ended {
-                return Ok(None);
-            }
-            let mut subscription = subscription.lock().await;
-            tokio::select! {
-                () = closed.notified() => Ok(None),
-                events = subscription.next_events(&frames, mcp_tasks::engine::LISTEN_WRITE_BYTES) =>
-                    Ok(events.map(String::into_bytes)),
-            }
-        })
+        let listen = Arc::clone(&self.0);
+        crate::awaitable(py, async move { Ok(listen.next_events().await.map(String::into_bytes)) })
     }
 
     /// The listen request's result (one SSE event), which ends the stream gracefully.
     #[getter]
     fn close_event(&self) -> Vec<u8> {
-        sse_event(&self.frames.close()).into_bytes()
+        self.0.close_event().into_bytes()
     }
 
-    /// Stops the stream: a `next` waiting, and every later one, resolves to None.
+    /// Stops the stream: a `next` waiting, and every later one, resolves to None, and the
+    /// subscription is let go.
     fn close(&self) {
-        self.is_closed.store(true, std::sync::atomic::Ordering::Release);
-        // A stored permit also ends a `next` that began before the flag was set and waits yet.
-        self.closed.notify_one();
-        self.closed.notify_waiters();
+        self.0.close();
     }
 }
 

@@ -102,3 +102,36 @@ async fn the_listen_gauge_counts_subscriptions_until_they_are_dropped() {
     drop(second);
     assert_eq!(sample(&engine.metrics_text(), "mcp_tasks_listen_streams"), Some(0.0));
 }
+
+#[tokio::test]
+async fn a_closed_sse_listen_ends_its_waiting_call_and_lets_its_subscription_go() {
+    use mcp_tasks::engine::SseListen;
+    use mcp_tasks::protocol::server::ListenFrames;
+    let engine = engine(Arc::new(ManualClock::new(START))).await;
+    let (created, _work) = engine.create_task("alice", "report", TaskOptions::default()).await.unwrap();
+    let ids = [created.task.task_id.clone()];
+    let streams = || sample(&engine.metrics_text(), "mcp_tasks_listen_streams");
+    let listen = Arc::new(SseListen::new(engine.subscribe("alice", &ids).await, ListenFrames::new(json!(1))));
+    assert!(listen.ack().starts_with("event: message\n") && listen.ack().contains(&ids[0]), "{}", listen.ack());
+    let current = listen.next_events().await.unwrap();
+    assert!(current.contains("\"working\""), "{current}");
+    // Nothing waits to be reported: the next call waits, until the client goes away.
+    let waiting = tokio::spawn({
+        let listen = Arc::clone(&listen);
+        async move { listen.next_events().await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+    assert_eq!(streams(), Some(1.0));
+    listen.close();
+    assert_eq!(waiting.await.unwrap(), None);
+    assert_eq!(streams(), Some(0.0), "the waiting call let the subscription go");
+    assert_eq!(listen.next_events().await, None, "and every later call ends at once");
+    assert!(listen.close_event().contains("\"result\""), "{}", listen.close_event());
+    // Closed with no call waiting: let go by close itself.
+    let idle = SseListen::new(engine.subscribe("alice", &ids).await, ListenFrames::new(json!(2)));
+    assert_eq!(streams(), Some(1.0));
+    idle.close();
+    assert_eq!(streams(), Some(0.0));
+    assert_eq!(idle.next_events().await, None);
+}

@@ -11,6 +11,7 @@ mod executor;
 mod listeners;
 mod options;
 mod serve;
+mod sse_listen;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,6 +28,7 @@ pub use context::{NO_RESULT_MESSAGE, TaskContext, TaskHandle};
 pub use executor::{ClaimedTask, Execution, Executor};
 pub use options::{DEFAULT_STORE, EngineOptions, OpenedEngine};
 pub use serve::Served;
+pub use sse_listen::SseListen;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{
