@@ -96,7 +96,7 @@ export class DirectTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
-  readonly #pending = new Map<number, (answer: JSONRPCMessage) => void>();
+  readonly #pending = new Map<number, (answer: JSONRPCMessage | undefined) => void>();
   #next = 0;
 
   async start(): Promise<void> {}
@@ -116,36 +116,39 @@ export class DirectTransport implements Transport {
   }
 
   /**
-   * The server's answer to `message` (a `result` or an `error` response), or `undefined` once
-   * `signal` fires: the call is then cancelled the SDK's own way (`notifications/cancelled`, which
-   * fires the tool's `ctx.mcpReq.signal`), and the SDK answers nothing.
+   * Hands `message` to the SDK's dispatch under a fresh id (set on `message`, which the call takes
+   * over) and resolves to the server's answer: a `result` or an `error` response, or `undefined`
+   * once `cancel` was called with that id. `started` is told the id before the SDK runs anything.
    */
-  call(message: CallMessage, extra: MessageExtraInfo, signal: AbortSignal): Promise<JSONRPCMessage | undefined> {
+  call(message: CallMessage, extra: MessageExtraInfo, started: (id: number) => void): Promise<JSONRPCMessage | undefined> {
     const id = ++this.#next;
     return new Promise((resolve, reject) => {
-      if (signal.aborted) {
-        resolve(undefined);
-        return;
-      }
-      const onAbort = (): void => {
-        this.#pending.delete(id);
-        const reason = signal.reason instanceof Error ? signal.reason.message : "cancelled";
-        this.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason } });
-        resolve(undefined);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.#pending.set(id, (answer) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(answer);
-      });
+      this.#pending.set(id, resolve);
+      started(id);
       try {
-        this.onmessage!({ ...message, jsonrpc: "2.0", id } as JSONRPCMessage, extra);
+        message.jsonrpc = "2.0";
+        message.id = id;
+        this.onmessage!(message as JSONRPCMessage, extra);
       } catch (error) {
         this.#pending.delete(id);
-        signal.removeEventListener("abort", onAbort);
         reject(error instanceof Error ? error : new Error(String(error)));
       }
     });
+  }
+
+  /**
+   * Cancels the call `id` the SDK's own way (`notifications/cancelled`, which fires the tool's
+   * `ctx.mcpReq.signal`; the SDK then answers nothing): its `call` resolves to `undefined`. A call
+   * already answered is left as it is. A callback rather than an `AbortSignal` per call: a
+   * signal with a listener costs a task ~0.7 KB of heap for as long as its tool runs.
+   */
+  cancel(id: number, reason: string): void {
+    const settle = this.#pending.get(id);
+    if (settle !== undefined) {
+      this.#pending.delete(id);
+      this.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason } });
+      settle(undefined);
+    }
   }
 }
 

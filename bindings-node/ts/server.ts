@@ -199,17 +199,32 @@ interface Run {
   thrown?: ProtocolError;
 }
 
-/** The run of each SDK exchange that runs a task's tool, by the exchange's request: the SDK
- * hands that same request to the factory (`requestInfo`) and to the tool (`ctx.http.req`). A
- * weak map, not an `AsyncLocalStorage`, which would slow every promise of the process. */
-const runs = new WeakMap<object, Run>();
+/** Where the request a tool's run is handed keeps that run: the SDK hands that same request to
+ * the factory (`requestInfo`) and to the tool (`ctx.http.req`). A property of the request the
+ * run made, not an `AsyncLocalStorage`, which would slow every promise of the process, nor a
+ * `WeakMap`, whose entries (one per running task) the collector marks as ephemerons, a pass
+ * of their own on every full collection. Private to this copy of the module. */
+const RUN = Symbol("mcp-tasks/server.run");
+
+/** A request that carries its run (`RUN`). */
+type RunRequest = Request & { [RUN]?: Run };
+
+/** `request`, marked as the request of `run`. */
+function carrying(request: Request, run: Run): Request {
+  (request as RunRequest)[RUN] = run;
+  return request;
+}
+
+/** The run `request` was made for, if any. */
+function runOf(request: Request | undefined): Run | undefined {
+  return (request as RunRequest | undefined)?.[RUN];
+}
 
 /** The task the tool runs as, from the tool's context (its last argument), or `undefined` when
  * it runs synchronously:
  * `server.registerTool("render", config, async (args, ctx) => { currentTask(ctx)?.setStatus(...) })`. */
 export function currentTask(ctx: { http?: { req?: Request } } | undefined): CurrentTask | undefined {
-  const request = ctx?.http?.req;
-  return request === undefined ? undefined : runs.get(request)?.task;
+  return runOf(ctx?.http?.req)?.task;
 }
 
 /**
@@ -461,8 +476,11 @@ interface Running {
   task: NativeModule.NativeTask;
   /** Why the work was stopped (cancel or expiry), once it was. */
   stopped?: Error;
-  /** Made when a signal is first asked for (`signalOf`): a ctx-free tool's run never does. */
+  /** Made when a signal is first asked for (`signalOf`): a ctx-free tool's run never does, nor
+   * one through the SDK's dispatch whose tool never reads `currentTask(ctx).signal`. */
   abort?: AbortController;
+  /** Cancels the SDK call running the work (a run through the SDK's dispatch), once stopped. */
+  cancel?: (reason: string) => void;
   run?: Promise<void>;
 }
 
@@ -683,9 +701,7 @@ export class TasksServer {
       return { reply: handled.unknownToolReply() };
     }
     const run: Run = {};
-    const request = incoming.request();
-    runs.set(request, run);
-    const response = await sdk.fetch(request, options);
+    const response = await sdk.fetch(carrying(incoming.request(), run), options);
     if (run.thrown !== undefined) {
       await response.body?.cancel();
       const [code, message, data] = rpcError(run.thrown);
@@ -849,6 +865,7 @@ export class TasksServer {
     if (entry !== undefined && entry.stopped === undefined && entry.task.isCancelled()) {
       entry.stopped = new Error(`task ${taskId} was cancelled or expired`);
       entry.abort?.abort(entry.stopped);
+      entry.cancel?.(entry.stopped.message);
     }
   }
 
@@ -1028,18 +1045,22 @@ function catchProtocolErrors(): void {
   // The SDK's own method, for the direct run to tell whether it does anything but call the
   // tool's executor (`direct.ts`, `callsExecutorOnly`).
   target[SDK_EXECUTE_TOOL_HANDLER] ??= original;
-  target.executeToolHandler = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
-    try {
-      return await original.apply(this, args);
-    } catch (error) {
+  // A promise chain rather than an `async` wrapper, whose suspended frame every task of a tool
+  // that takes `ctx` would hold for as long as its tool runs.
+  target.executeToolHandler = function (this: unknown, ...args: unknown[]): Promise<unknown> {
+    const remember = (error: unknown): never => {
       if (error instanceof ProtocolError) {
-        const request = (args[args.length - 1] as { http?: { req?: Request } } | undefined)?.http?.req;
-        const run = request === undefined ? undefined : runs.get(request);
+        const run = runOf((args[args.length - 1] as { http?: { req?: Request } } | undefined)?.http?.req);
         if (run !== undefined) {
           run.thrown = error;
         }
       }
       throw error;
+    };
+    try {
+      return Promise.resolve(original.apply(this, args)).catch(remember);
+    } catch (error) {
+      return Promise.reject(error).catch(remember);
     }
   };
   target[CATCHING] = true;
@@ -1048,16 +1069,21 @@ function catchProtocolErrors(): void {
 /** A running task as its tool sees it: one object per task, its methods shared, and what
  * crosses into the native module read only when the tool asks. */
 class RunningTask implements CurrentTask {
+  readonly #entry: Running;
   readonly #native: NativeModule.NativeTask;
   readonly taskId: string;
   readonly principal: string;
-  readonly signal: AbortSignal;
 
-  constructor(nativeTask: NativeModule.NativeTask, taskId: string, principal: string, signal: AbortSignal) {
-    this.#native = nativeTask;
+  constructor(entry: Running, taskId: string, principal: string) {
+    this.#entry = entry;
+    this.#native = entry.task;
     this.taskId = taskId;
     this.principal = principal;
-    this.signal = signal;
+  }
+
+  /** Made when first read: most tools read `ctx.mcpReq.signal`, if any. */
+  get signal(): AbortSignal {
+    return signalOf(this.#entry);
   }
 
   get attempt(): number {
@@ -1135,26 +1161,35 @@ async function runTask(
       return runDirectTask(entry, route.direct, name, message.params?.arguments);
     }
     for (;;) {
-      const signal = signalOf(entry);
-      task ??= new RunningTask(native, taskId, principal, signal);
+      task ??= new RunningTask(entry, taskId, principal);
       const run: Run = { task };
-      // The tool's `ctx.http.req`, by which `currentTask(ctx)` finds the run; it carries no
-      // body, as the SDK is handed the message parsed.
-      const request = exchangeRequest(exchange, signal);
-      runs.set(request, run);
       let bytes: Buffer;
       if (route !== undefined) {
-        const answer = await route.transport.call(message, authInfo === undefined ? { request } : { authInfo, request }, signal);
+        // The tool's `ctx.http.req`, by which `currentTask(ctx)` finds the run: the call's URL
+        // and headers, no body (the SDK is handed the message parsed) and no signal (a cancel
+        // reaches the tool as the SDK's `ctx.mcpReq.signal`; following one would cost the
+        // request a controller, a weak reference and a finalizer for as long as the tool runs).
+        const request = carrying(exchangeRequest(exchange), run);
+        const extra = authInfo === undefined ? { request } : { authInfo, request };
+        const { transport } = route;
+        if (entry.stopped !== undefined) {
+          return; // cancelled or expired while it waited for input
+        }
+        const answer = await transport.call(message, extra, (id) => {
+          entry.cancel = (reason) => transport.cancel(id, reason);
+        });
+        entry.cancel = undefined;
         if (entry.stopped !== undefined || answer === undefined) {
           return; // cancelled or expired: the task is terminal already
         }
         bytes = Buffer.from(JSON.stringify(answer));
       } else {
+        const signal = signalOf(entry);
         // The message goes to the SDK parsed (its `parsedBody`, documented as the way to hand
         // it a body already read), so the request carries none: the SDK would otherwise clone
         // the request and read the clone's body stream, which cost more than the parse.
         const options = authInfo === undefined ? { parsedBody: message } : { authInfo, parsedBody: message };
-        const response = await sdk.fetch(request, options);
+        const response = await sdk.fetch(carrying(exchangeRequest(exchange, signal), run), options);
         if (entry.stopped !== undefined) {
           return; // cancelled or expired: the task is terminal already
         }
