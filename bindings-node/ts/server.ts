@@ -215,16 +215,19 @@ function carrying(request: Request, run: Run): Request {
   return request;
 }
 
-/** The run `request` was made for, if any. */
-function runOf(request: Request | undefined): Run | undefined {
-  return (request as RunRequest | undefined)?.[RUN];
+/** The run of a tool's context (its last argument), found by the request the run made. */
+function runOf(ctx: ToolContext | undefined): Run | undefined {
+  return (ctx?.http?.req as RunRequest | undefined)?.[RUN];
 }
+
+/** As much of a tool's context as finding its run reads. */
+type ToolContext = { http?: { req?: Request } };
 
 /** The task the tool runs as, from the tool's context (its last argument), or `undefined` when
  * it runs synchronously:
  * `server.registerTool("render", config, async (args, ctx) => { currentTask(ctx)?.setStatus(...) })`. */
 export function currentTask(ctx: { http?: { req?: Request } } | undefined): CurrentTask | undefined {
-  return runOf(ctx?.http?.req)?.task;
+  return runOf(ctx)?.task;
 }
 
 /**
@@ -1050,7 +1053,7 @@ function catchProtocolErrors(): void {
   target.executeToolHandler = function (this: unknown, ...args: unknown[]): Promise<unknown> {
     const remember = (error: unknown): never => {
       if (error instanceof ProtocolError) {
-        const run = runOf((args[args.length - 1] as { http?: { req?: Request } } | undefined)?.http?.req);
+        const run = runOf(args[args.length - 1] as ToolContext | undefined);
         if (run !== undefined) {
           run.thrown = error;
         }
@@ -1165,6 +1168,9 @@ async function runTask(
       const run: Run = { task };
       let bytes: Buffer;
       if (route !== undefined) {
+        if (entry.stopped !== undefined) {
+          return; // cancelled or expired while it waited for input
+        }
         // The tool's `ctx.http.req`, by which `currentTask(ctx)` finds the run: the call's URL
         // and headers, no body (the SDK is handed the message parsed) and no signal (a cancel
         // reaches the tool as the SDK's `ctx.mcpReq.signal`; following one would cost the
@@ -1172,9 +1178,6 @@ async function runTask(
         const request = carrying(exchangeRequest(exchange), run);
         const extra = authInfo === undefined ? { request } : { authInfo, request };
         const { transport } = route;
-        if (entry.stopped !== undefined) {
-          return; // cancelled or expired while it waited for input
-        }
         const answer = await transport.call(message, extra, (id) => {
           entry.cancel = (reason) => transport.cancel(id, reason);
         });
