@@ -20,10 +20,15 @@ from mcp_tasks.server import _Front
 from apps.asgi import HEADERS, META
 
 
-def build(principal: Callable[[Any], str]) -> MCPServer:
+def build(principal: Callable[[Any], str], http_principal: Callable[[Any], str] | None = None) -> MCPServer:
     # A manual clock and sequential ids: the two servers of a test answer byte for byte alike.
     engine = _native.Engine("memory://", clock_start_ms=1_700_000_000_000, id_prefix="t")
-    tasks = TasksExtension(engine=engine, tools={"work": "optional", "aware": "optional"}, principal=principal)
+    tasks = TasksExtension(
+        engine=engine,
+        tools={"work": "optional", "aware": "optional"},
+        principal=principal,
+        http_principal=http_principal,
+    )
     server = MCPServer("fast-path", extensions=[tasks])
     tasks.install(server)
 
@@ -141,6 +146,64 @@ async def test_behind_the_apps_own_middleware_core_still_answers_alone() -> None
         slow = await answers(build(lambda ctx: default_principal(ctx)), app_middleware=True)
     assert through_fast == THROUGH_MCP
     assert fast == slow
+
+
+def caller_header(request: Any) -> str:
+    """An ``http_principal``: the caller named by a header (a gateway's, say)."""
+    return "caller:" + request.headers.get("x-caller", "none")
+
+
+async def test_an_http_principal_keeps_core_answering_alone_and_binds_tasks_to_it() -> None:
+    with counting_mcp() as through_fast:
+        fast = await answers(build(default_principal, http_principal=caller_header))
+    with counting_mcp() as through_mcp:
+        # The same caller read from mcp's request context, by a principal of its own.
+        slow = await answers(build(lambda ctx: caller_header(ctx.request)))
+    assert through_fast == THROUGH_MCP and through_mcp == REACH_MCP
+    assert fast == slow
+
+    server = build(default_principal, http_principal=caller_header)
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    with counting_mcp() as seen:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
+        ):
+
+            async def send(method: str, params: dict[str, Any], name: str, caller: str) -> Any:
+                body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+                headers = {**HEADERS, "mcp-method": method, "mcp-name": name, "x-caller": caller}
+                return (await client.post("/mcp", content=json.dumps(body), headers=headers)).json()
+
+            created = await send("tools/call", {"name": "work", "arguments": {"n": 1}}, "work", "a")
+            assert created["result"]["taskId"] == "t-1"
+            assert "result" in await send("tasks/get", {"taskId": "t-1"}, "t-1", "a")
+            other = await send("tasks/get", {"taskId": "t-1"}, "t-1", "b")
+            assert other["error"]["code"] == -32602, "another caller's task is not found"
+            # A tool that takes mcp's Context goes through mcp: the same caller there.
+            aware = await send("tools/call", {"name": "aware", "arguments": {}}, "aware", "b")
+            mine = await send("tasks/get", {"taskId": aware["result"]["taskId"]}, aware["result"]["taskId"], "b")
+            theirs = await send("tasks/get", {"taskId": aware["result"]["taskId"]}, aware["result"]["taskId"], "a")
+            assert "result" in mine and theirs["error"]["code"] == -32602
+    assert seen == ["tools/call"], "only the tool that takes a Context reached mcp"
+
+
+async def test_an_http_principal_that_raises_sends_the_request_to_mcp_which_answers_its_error() -> None:
+    def broken(request: Any) -> str:
+        raise RuntimeError("no caller")
+
+    server = build(default_principal, http_principal=broken)
+    app = server.streamable_http_app(stateless_http=True, json_response=True)
+    with counting_mcp() as seen:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
+        ):
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "t-1", "_meta": META}}
+            headers = {**HEADERS, "mcp-method": "tasks/get", "mcp-name": "t-1"}
+            answer = (await client.post("/mcp", content=json.dumps(body), headers=headers)).json()
+    assert seen == ["tasks/get"]
+    assert answer["error"]["code"] == -32603
 
 
 async def test_a_prepare_step_or_another_middleware_keeps_mcp_in_the_path() -> None:

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel
+from starlette.requests import Request
 
 from mcp_tasks import TaskConfig, TasksExtension
 from mcp_tasks.serving import serve
@@ -49,19 +50,20 @@ async def ask_user_name(params: Any, ctx: Any) -> Any:
     )
 
 
-def authorization_principal(ctx: Any) -> str:
+def authorization_principal(request: Request) -> str:
     """The Rust fixture host's principal (its default): a hash of the Authorization header, so a
     task created with one header is another caller's task for a request with another. A test
-    fixture without real auth; a deployment uses mcp's auth (the extension's default)."""
-    headers = getattr(ctx.request, "headers", None)
-    value = headers.get("authorization") if headers is not None else None
+    fixture without real auth; a deployment uses mcp's auth (the extension's default). Given as
+    ``http_principal`` (it reads only the HTTP request), so core still answers the extension's
+    requests without mcp's per-request machinery, as it does with the default."""
+    value = request.headers.get("authorization")
     return "anonymous" if value is None else "auth:" + hashlib.sha256(value.encode()).hexdigest()
 
 
 def build(store: str) -> MCPServer:
     tasks = TasksExtension(
         store,
-        principal=authorization_principal,
+        http_principal=authorization_principal,
         tools={
             "slow_compute": TaskConfig("optional", poll_interval_ms=200),
             "failing_job": TaskConfig("required", poll_interval_ms=200),

@@ -55,6 +55,7 @@ Mode = Literal["forbidden", "optional", "required"]
 Execution = Literal["local", "workers"]
 Prepare = Callable[[CallToolRequestParams, ServerRequestContext[Any, Any]], Awaitable[Any]]
 PrincipalFn = Callable[[ServerRequestContext[Any, Any]], str]
+HttpPrincipalFn = Callable[[Request], str]
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,11 @@ class TasksExtension(Extension):
     ``?durability=full`` to also survive power loss, at an fsync per write),
     ``postgres://user:pass@host/db`` (shared by several server workers) or ``memory://``.
     ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other tools use
-    ``default_mode``. ``principal`` derives the caller a task is bound to. ``engine``
+    ``default_mode``. ``principal`` derives the caller a task is bound to from mcp's request
+    context; ``http_principal``, when given, derives it instead from the HTTP request (a
+    Starlette ``Request``: its headers, client, and ``scope``) of every request that comes over
+    HTTP, which lets core answer the extension's requests without mcp's per-request machinery
+    (a ``principal`` of its own sends every request through mcp, which it may read). ``engine``
     replaces the store and default settings with an engine built by the caller (tests build one
     with a manual clock and sequential ids). ``max_live_tasks_per_principal`` and
     ``max_live_tasks`` cap the live (``working`` or ``input_required``) tasks, per caller and in
@@ -370,6 +375,7 @@ class TasksExtension(Extension):
         default_ttl_ms: int | None | Literal["default"] = "default",
         default_poll_interval_ms: int | None = None,
         principal: PrincipalFn = default_principal,
+        http_principal: HttpPrincipalFn | None = None,
         engine: _native.Engine | None = None,
         max_live_tasks_per_principal: int | None = None,
         max_live_tasks: int | None = None,
@@ -395,6 +401,7 @@ class TasksExtension(Extension):
             self.configure(name, config)
         self._default = TaskConfig(mode=default_mode)
         self._principal = principal
+        self._http_principal = http_principal
         self._sdk_listen = False
         self._running: set[asyncio.Task[None]] = set()
         if execution not in ("local", "workers"):
@@ -456,7 +463,7 @@ class TasksExtension(Extension):
 
     async def _tasks_method(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams | None) -> dict[str, Any]:
         # Core's errors are mcp MCPErrors (McpTaskError subclasses it): mcp answers them as they are.
-        return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal(ctx))
+        return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal_of(ctx))
 
     # -- install: listen and the early routing of extension traffic ---------------------------
 
@@ -545,9 +552,27 @@ class TasksExtension(Extension):
         """
         return _Gate(self, app)
 
+    def _principal_of(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The caller a request through mcp is bound to: ``http_principal`` of its HTTP request
+        when one is set and the request came over HTTP, else ``principal``."""
+        if self._http_principal is not None and isinstance(ctx.request, Request):
+            return self._http_principal(ctx.request)
+        return self._principal(ctx)
+
+    def _early_principal(self, scope: dict[str, Any]) -> str | None:
+        """The caller of a request core performs without mcp (see :meth:`_may_perform`), or
+        ``None`` when ``http_principal`` raised: the request then goes through mcp, which asks
+        it again and answers its error as for any request."""
+        if self._http_principal is None:
+            return default_principal(None)  # type: ignore[arg-type]
+        try:
+            return self._http_principal(Request(scope))
+        except Exception:
+            return None
+
     async def _open_listen(self, ctx: ServerRequestContext[Any, Any]) -> _native.Listen | None:
         return await self._server.listen(
-            ctx.request_id, ctx.params, _headers(ctx), self._principal(ctx), self._sdk_listen
+            ctx.request_id, ctx.params, _headers(ctx), self._principal_of(ctx), self._sdk_listen
         )
 
     async def _route_early(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
@@ -580,7 +605,7 @@ class TasksExtension(Extension):
         opened (mcp's boundary, outside this middleware, has already opened its own seal around
         it); a state this server never sealed for them raises -32602, as from the Rust host."""
         params = ctx.params or {}
-        principal = self._principal(ctx)
+        principal = self._principal_of(ctx)
         tool = params.get("name")
         tool = tool if isinstance(tool, str) else ""
         sealed = params.get("requestState")
@@ -647,7 +672,7 @@ class TasksExtension(Extension):
         if self._execution == "workers":
             # A front-end: the task waits in the store for a worker (serve_worker) to run it.
             return await self._engine.enqueue_task(
-                self._principal(ctx),
+                self._principal_of(ctx),
                 params.name,
                 params.arguments or {},
                 input_responses=responses,
@@ -655,7 +680,7 @@ class TasksExtension(Extension):
             )
         resumable = config.max_attempts is not None
         created, task = await self._engine.create_task(
-            self._principal(ctx),
+            self._principal_of(ctx),
             params.name,
             # Kept with a resumable task only: a later attempt runs the call again.
             arguments=(params.arguments or {}) if resumable else None,
@@ -686,9 +711,9 @@ class TasksExtension(Extension):
         answer; ``None`` hands it to mcp, which streams it through its request as before.
         Without mcp's session streams in the way, each state is one ``send`` of the bytes core
         framed (at 10,100 streams, mcp's per-frame machinery was most of the server's time)."""
-        if not await self._may_perform(scope, transport):
+        if not await self._may_perform(scope, transport) or (principal := self._early_principal(scope)) is None:
             return None
-        return await routed.open_listen(default_principal(None))  # type: ignore[arg-type]
+        return await routed.open_listen(principal)
 
     async def _may_perform(self, scope: dict[str, Any], transport: _Transport | None) -> bool:
         """Whether core may perform a request without mcp: see :meth:`_perform`."""
@@ -696,7 +721,7 @@ class TasksExtension(Extension):
         return not (
             transport is None
             or server is None
-            or self._principal is not default_principal
+            or (self._principal is not default_principal and self._http_principal is None)
             or not all(self._passes_by(m) for m in server._lowlevel_server.middleware)
             or not await transport.admits(scope)
         )
@@ -708,17 +733,18 @@ class TasksExtension(Extension):
         models and dispatch): the reply to send, or ``None`` to hand the request to mcp.
 
         Only when nothing of mcp's could have seen it: the app ``install()`` built (its transport
-        checks are repeated here), the default ``principal`` (a custom one reads mcp's request),
+        checks are repeated here), the default ``principal`` or an ``http_principal`` (a custom
+        ``principal`` reads mcp's request),
         no server middleware besides this extension's, and, for a ``tools/call``, a local task
         of a tool that runs without the request (see ``_runs_without_request``), without a
         ``prepare`` step, an MRTR round or ``Mcp-Param-*`` headers for mcp to check. Anything
         else goes through mcp as before, and is answered the same.
         """
-        if not await self._may_perform(scope, transport):
+        if not await self._may_perform(scope, transport) or (principal := self._early_principal(scope)) is None:
             return None
         tool = routed.tool
         if tool is None:  # tasks/get, tasks/update, tasks/cancel
-            return await routed.perform(default_principal(None))  # type: ignore[arg-type]
+            return await routed.perform(principal)
         config = self._tools.get(tool, self._default)
         if (
             not routed.plain
@@ -728,7 +754,7 @@ class TasksExtension(Extension):
             or not self._alone_tool(tool)
         ):
             return None
-        reply, task, arguments = await routed.create(default_principal(None), **config._options())  # type: ignore[arg-type]
+        reply, task, arguments = await routed.create(principal, **config._options())
         if task is not None:
             self._spawn_without_request(tool, arguments, task)
         return reply
