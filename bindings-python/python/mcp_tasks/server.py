@@ -740,11 +740,12 @@ class TasksExtension(Extension):
         ``prepare`` step, an MRTR round or ``Mcp-Param-*`` headers for mcp to check. Anything
         else goes through mcp as before, and is answered the same.
         """
-        if not await self._may_perform(scope, transport) or (principal := self._early_principal(scope)) is None:
+        if not await self._may_perform(scope, transport):
             return None
         tool = routed.tool
         if tool is None:  # tasks/get, tasks/update, tasks/cancel
-            return await routed.perform(principal)
+            principal = self._early_principal(scope)
+            return None if principal is None else await routed.perform(principal)
         config = self._tools.get(tool, self._default)
         if (
             not routed.plain
@@ -752,6 +753,8 @@ class TasksExtension(Extension):
             or self._execution != "local"
             or any(k.startswith(b"mcp-param-") for k, _ in scope["headers"])
             or not self._alone_tool(tool)
+            # Asked last, so a call mcp answers asks it once, in mcp's path.
+            or (principal := self._early_principal(scope)) is None
         ):
             return None
         reply, task, arguments = await routed.create(principal, **config._options())
