@@ -66,6 +66,7 @@ def build(store: str) -> MCPServer:
         http_principal=authorization_principal,
         tools={
             "slow_compute": TaskConfig("optional", poll_interval_ms=200),
+            "slow_compute_ctx": TaskConfig("optional", poll_interval_ms=200),
             "failing_job": TaskConfig("required", poll_interval_ms=200),
             "protocol_error_job": TaskConfig("optional", poll_interval_ms=200),
             "confirm_delete": TaskConfig("optional", poll_interval_ms=200),
@@ -84,6 +85,13 @@ def build(store: str) -> MCPServer:
     @server.tool()
     async def slow_compute(seconds: float = 1.0, label: str = "job") -> str:
         """Sleeps `seconds` then answers."""
+        await asyncio.sleep(max(seconds, 0.0))
+        return f"Computed {label} in {seconds}s"
+
+    @server.tool()
+    async def slow_compute_ctx(ctx: Context, seconds: float = 1.0, label: str = "job") -> str:
+        """slow_compute for a tool that takes mcp's Context: its task runs inside mcp's call chain,
+        with its request (`tests/reliability/listeners.py python --tool slow_compute_ctx`)."""
         await asyncio.sleep(max(seconds, 0.0))
         return f"Computed {label} in {seconds}s"
 

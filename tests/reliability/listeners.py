@@ -49,7 +49,7 @@ def main() -> int:
                         help="seconds from the first create to the first task due (listen-scale's default: 75 s at full size)")
     parser.add_argument("--stalled", type=int, default=0, help="readers that stop reading (see above)")
     parser.add_argument("--tool", default="slow_compute",
-                        help="the fixture tool that sleeps (the TypeScript fixture's ctx-free twin: slow_compute_plain)")
+                        help="the fixture tool that sleeps (the TypeScript fixture's ctx-free twin: slow_compute_plain; the Python one's twin that takes a Context: slow_compute_ctx)")
     parser.add_argument("--smoke", action="store_true", help="small, as CI runs it")
     parser.add_argument("--timeline", action="store_true",
                         help="also print, per server, the frames, p99 and max of each second after the first task was due")
