@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_tasks import TaskConfig, TasksExtension, _native, default_principal
 from mcp_tasks.server import _Front
 
-from apps.asgi import HEADERS, META
+from apps.asgi import HEADERS, META, poster
 
 
 def build(principal: Callable[[Any], str], http_principal: Callable[[Any], str] | None = None) -> MCPServer:
@@ -84,6 +84,16 @@ REACH_MCP = [method for method, _, name, extra in STEPS if name != "wrong" and "
 THROUGH_MCP = ["tools/call", "tools/call"]
 
 
+@asynccontextmanager
+async def served(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of ``app`` in-process, inside the app's lifespan."""
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
+    ):
+        yield client
+
+
 # The stack each app of `answers` built: the gate in front of it, or the app's own.
 FRONTS: list[Any] = []
 
@@ -104,10 +114,7 @@ async def answers(server: MCPServer, app_middleware: bool = False) -> list[tuple
         # The gate then decides inside the app, behind its middleware, instead of in front of it.
         app.add_middleware(Passing)
     out: list[tuple[int, Any]] = []
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
-    ):
+    async with served(app) as client:
         for n, (method, params, name, extra) in enumerate(STEPS):
             body = {"jsonrpc": "2.0", "id": n, "method": method, "params": {**params, "_meta": META}}
             headers = {**HEADERS, "mcp-method": method, "mcp-name": name, **extra}
@@ -165,15 +172,11 @@ async def test_an_http_principal_keeps_core_answering_alone_and_binds_tasks_to_i
     server = build(default_principal, http_principal=caller_header)
     app = server.streamable_http_app(stateless_http=True, json_response=True)
     with counting_mcp() as seen:
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
-        ):
+        async with served(app) as client:
+            post = poster(client)
 
             async def send(method: str, params: dict[str, Any], name: str, caller: str) -> Any:
-                body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-                headers = {**HEADERS, "mcp-method": method, "mcp-name": name, "x-caller": caller}
-                return (await client.post("/mcp", content=json.dumps(body), headers=headers)).json()
+                return await post(method, params, name, {"x-caller": caller})
 
             created = await send("tools/call", {"name": "work", "arguments": {"n": 1}}, "work", "a")
             assert created["result"]["taskId"] == "t-1"
@@ -195,13 +198,8 @@ async def test_an_http_principal_that_raises_sends_the_request_to_mcp_which_answ
     server = build(default_principal, http_principal=broken)
     app = server.streamable_http_app(stateless_http=True, json_response=True)
     with counting_mcp() as seen:
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
-        ):
-            body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "t-1", "_meta": META}}
-            headers = {**HEADERS, "mcp-method": "tasks/get", "mcp-name": "t-1"}
-            answer = (await client.post("/mcp", content=json.dumps(body), headers=headers)).json()
+        async with served(app) as client:
+            answer = await poster(client)("tasks/get", {"taskId": "t-1"}, "t-1")
     assert seen == ["tasks/get"]
     assert answer["error"]["code"] == -32603
 
@@ -234,10 +232,7 @@ async def listen_messages(server: MCPServer, created_by: str) -> tuple[list[Any]
     the stream (parsed), and the methods mcp's entry handled meanwhile."""
     app = server.streamable_http_app(stateless_http=True, json_response=True)
     with counting_mcp() as seen:
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
-        ):
+        async with served(app) as client:
             call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                     "params": {"name": "work", "arguments": {"n": 1}, "_meta": META}}
             await client.post("/mcp", content=json.dumps(call),

@@ -21,13 +21,15 @@ META = {
 }
 
 
-def poster(client: httpx.AsyncClient) -> Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]:
-    """``post(method, params, name)``: one request through ``client`` to ``/mcp`` (``name`` is the
-    ``Mcp-Name`` header: the tool or the task id), its JSON answer."""
+def poster(client: httpx.AsyncClient) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """``post(method, params, name, headers=None)``: one request through ``client`` to ``/mcp``
+    (``name`` is the ``Mcp-Name`` header: the tool or the task id; ``headers`` adds more), its
+    JSON answer."""
 
-    async def post(method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
+    async def post(method: str, params: dict[str, Any], name: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-        answer = await client.post("/mcp", content=json.dumps(body), headers={**HEADERS, "mcp-method": method, "mcp-name": name})
+        sent = {**HEADERS, "mcp-method": method, "mcp-name": name, **(headers or {})}
+        answer = await client.post("/mcp", content=json.dumps(body), headers=sent)
         return answer.json()  # type: ignore[no-any-return]
 
     return post
