@@ -2,7 +2,6 @@
 //! unfinished task and deliver each outcome exactly once.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -148,7 +147,7 @@ fn store_error(e: impl std::fmt::Display) -> ClientError {
 #[cfg(feature = "sqlite")]
 impl SqliteClientStore {
     /// Opens (creating if needed) the references file at `path`.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, ClientError> {
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self, ClientError> {
         let conn = rusqlite::Connection::open(path).map_err(store_error)?;
         // Several client processes may share the default file.
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_error)?;
