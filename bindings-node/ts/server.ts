@@ -112,8 +112,8 @@ export interface PrincipalInfo {
 /** Options of `TasksServer.open`. Absent settings take the core's defaults. */
 export interface TasksServerOptions {
   /**
-   * Where tasks live: `sqlite:///path/to/tasks.db` (the default is `sqlite:///mcp-tasks.db`:
-   * every write is in the store's redo log before it is acknowledged; add `?durability=full` to
+   * Where tasks live: `sqlite:///path/to/tasks.db` (the default is `sqlite://mcp-tasks.db`, in the
+   * working directory: every write is in the store's redo log before it is acknowledged; add `?durability=full` to
    * also survive power loss), `memory://`, or `postgres://user:pass@host/db` (shared by many
    * workers behind a load balancer).
    */

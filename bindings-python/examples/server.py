@@ -15,7 +15,7 @@ class Confirm(BaseModel):
     confirm: bool
 
 
-tasks = TasksExtension("sqlite:///tasks.db", tools={"build_report": TaskConfig("optional", poll_interval_ms=2000)})
+tasks = TasksExtension("sqlite://tasks.db", tools={"build_report": TaskConfig("optional", poll_interval_ms=2000)})
 server = MCPServer("reports", extensions=[tasks])
 tasks.install(server)  # listen with taskIds, and core routes the extension's traffic first
 

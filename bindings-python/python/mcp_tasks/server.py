@@ -338,8 +338,8 @@ class _TaskAwareOutbound:
 class TasksExtension(Extension):
     """The ``io.modelcontextprotocol/tasks`` extension for ``MCPServer(extensions=[...])``.
 
-    ``store`` is ``sqlite:///path/to/tasks.db`` (the default ``sqlite:///mcp-tasks.db``: every
-    write is in the store's redo log before it returns, so it survives the process dying; add
+    ``store`` is ``sqlite:///path/to/tasks.db`` (the default ``sqlite://mcp-tasks.db``, in the working
+    directory: every write is in the store's redo log before it returns, so it survives the process dying; add
     ``?durability=full`` to also survive power loss, at an fsync per write),
     ``postgres://user:pass@host/db`` (shared by several server workers) or ``memory://``.
     ``tools`` maps tool names to a :class:`TaskConfig` or a mode string; other tools use
@@ -368,7 +368,7 @@ class TasksExtension(Extension):
 
     def __init__(
         self,
-        store: str = "sqlite:///mcp-tasks.db",
+        store: str = "sqlite://mcp-tasks.db",
         *,
         tools: Mapping[str, TaskConfig | Mode] | None = None,
         default_mode: Mode = "forbidden",

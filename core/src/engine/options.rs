@@ -11,7 +11,9 @@ use crate::clock::{ManualClock, SequentialIds};
 use crate::store::{self, StoreError};
 
 /// The store a server opens when its user names none: a SQLite file in the working directory.
-pub const DEFAULT_STORE: &str = "sqlite:///mcp-tasks.db";
+/// (A `sqlite://` URL names the path after its scheme: `sqlite:///mcp-tasks.db` would be a file at
+/// the filesystem's root, which a process not run by root cannot create.)
+pub const DEFAULT_STORE: &str = "sqlite://mcp-tasks.db";
 
 /// Engine settings as an adapter's users write them (camelCase JSON; unknown fields refused).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -100,6 +102,14 @@ mod tests {
         assert_eq!(unlimited.config().default_ttl_ms, None);
         let set: EngineOptions = serde_json::from_str(r#"{"defaultTtlMs": 5}"#).unwrap();
         assert_eq!(set.config().default_ttl_ms, Some(5));
+    }
+
+    #[test]
+    #[cfg(feature = "sqlite")]
+    fn the_default_store_is_a_file_in_the_working_directory() {
+        let (path, query) = store::sqlite_url(DEFAULT_STORE).unwrap();
+        assert_eq!((path, query), ("mcp-tasks.db", ""));
+        assert!(std::path::Path::new(path).is_relative());
     }
 
     #[test]

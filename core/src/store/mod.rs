@@ -51,7 +51,8 @@ pub(crate) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// The path and query of a `sqlite://` URL.
+/// The path and query of a `sqlite://` URL: what follows the scheme is the file's path, so
+/// `sqlite://tasks.db` is relative to the working directory and `sqlite:///var/lib/tasks.db` absolute.
 #[cfg(feature = "sqlite")]
 pub(crate) fn sqlite_url(url: &str) -> Option<(&str, &str)> {
     let rest = url.strip_prefix("sqlite://")?;
@@ -81,7 +82,8 @@ pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> St
     StoreError::Backend(Box::new(err))
 }
 
-/// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` with an optional
+/// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` (or a relative
+/// `sqlite://tasks.db`) with an optional
 /// `?durability=normal|full` (feature `sqlite`; `normal` is the default, see [`Durability`]);
 /// `postgres://user:pass@host:port/db` (feature
 /// `postgres`). The one place hosts and bindings turn a configured URL into a store.
