@@ -19,6 +19,11 @@ const sleep = (ms, signal) =>
   });
 
 const text = (value) => ({ content: [{ type: "text", text: value }] });
+// The longest slow_compute sleeps (a day): a longer one is refused, as the Rust and Python
+// fixtures refuse it (setTimeout would fire at once past 2^31-1 ms, with only a warning).
+const MAX_SLEEP_SECONDS = 86_400;
+const tooLong = (seconds) =>
+  seconds > MAX_SLEEP_SECONDS ? { ...text(`seconds must be at most ${MAX_SLEEP_SECONDS}`), isError: true } : null;
 
 /** The Rust fixture host's principal: a hash of the Authorization header, so a task created
  * with one header is another caller's task for a request with another. A test fixture without
@@ -62,6 +67,8 @@ export function fixtureServer() {
       inputSchema: z.object({ seconds: z.number().default(1), label: z.string().default("job") }),
     },
     async ({ seconds, label }, ctx) => {
+      const refused = tooLong(seconds);
+      if (refused) return refused;
       await sleep(Math.max(seconds, 0) * 1000, ctx.mcpReq.signal);
       return text(`Computed ${label} in ${seconds}s`);
     },
@@ -76,6 +83,8 @@ export function fixtureServer() {
       inputSchema: z.object({ seconds: z.number().default(1), label: z.string().default("job") }),
     },
     async ({ seconds, label }) => {
+      const refused = tooLong(seconds);
+      if (refused) return refused;
       await sleep(Math.max(seconds, 0) * 1000);
       return text(`Computed ${label} in ${seconds}s`);
     },

@@ -195,7 +195,17 @@ fn json_value(value: &Bound<'_, PyAny>, depth: usize) -> Result<serde_json::Valu
         if let Ok(n) = int.extract::<i64>() {
             return Ok(Value::from(n));
         }
-        return int.extract::<u64>().map(Value::from).map_err(|_| format!("integer {int} is out of range"));
+        if let Ok(n) = int.extract::<u64>() {
+            return Ok(Value::from(n));
+        }
+        // Past 64 bits serde_json reads an integer as the nearest f64, and so does the Rust host
+        // reading the same body; Python's float(int) rounds the same way (and refuses past f64).
+        return int
+            .extract::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| format!("integer {int} is out of range"));
     }
     if let Ok(float) = value.cast::<PyFloat>() {
         let x = float.value();

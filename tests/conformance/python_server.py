@@ -60,6 +60,19 @@ def authorization_principal(request: Request) -> str:
     return "anonymous" if value is None else "auth:" + hashlib.sha256(value.encode()).hexdigest()
 
 
+# The longest slow_compute sleeps (a day): a longer one is refused with the tool error the Rust and
+# TypeScript fixtures give (asyncio's timer would overflow on seconds = 1e308). The tools keep
+# `-> str`: MCPServer refuses CallToolResult in a union, and passes a returned one through as it is.
+MAX_SLEEP_SECONDS = 86_400
+
+
+def too_long(seconds: float) -> CallToolResult | None:
+    if seconds <= MAX_SLEEP_SECONDS:
+        return None
+    text = f"seconds must be at most {MAX_SLEEP_SECONDS}"
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
 def build(store: str) -> MCPServer:
     tasks = TasksExtension(
         store,
@@ -85,6 +98,8 @@ def build(store: str) -> MCPServer:
     @server.tool()
     async def slow_compute(seconds: float = 1.0, label: str = "job") -> str:
         """Sleeps `seconds` then answers."""
+        if refused := too_long(seconds):
+            return refused  # type: ignore[return-value]  # MCPServer passes a CallToolResult through
         await asyncio.sleep(max(seconds, 0.0))
         return f"Computed {label} in {seconds}s"
 
@@ -92,6 +107,8 @@ def build(store: str) -> MCPServer:
     async def slow_compute_ctx(ctx: Context, seconds: float = 1.0, label: str = "job") -> str:
         """slow_compute for a tool that takes mcp's Context: its task runs inside mcp's call chain,
         with its request (`tests/reliability/listeners.py python --tool slow_compute_ctx`)."""
+        if refused := too_long(seconds):
+            return refused  # type: ignore[return-value]  # MCPServer passes a CallToolResult through
         await asyncio.sleep(max(seconds, 0.0))
         return f"Computed {label} in {seconds}s"
 
