@@ -149,7 +149,7 @@ impl<'py, T: serde::Serialize> IntoPyObject<'py> for Pythonized<T> {
 /// `depythonize`, which asks every object whether it is a dataclass (a failing attribute lookup
 /// each): measured 6.4 µs for a small tool result in the benchmark, this takes ~1.
 pub(crate) fn from_py(what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
-    json_value(value, 0).map_err(|why| {
+    json_value(value, 0, Ints::Exact).map_err(|why| {
         error::protocol_error(&mcp_tasks::protocol::ProtocolError::InvalidParams(format!("{what} is not JSON: {why}")))
     })
 }
@@ -162,7 +162,7 @@ const NOT_UNICODE: &str = "a string that is not valid Unicode";
 /// Python's parser lets through, is answered as the Rust host answers the same body: -32700,
 /// since the body was not valid JSON (RFC 8259 §8.2; serde_json refuses it while parsing).
 pub(crate) fn wire_params(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
-    json_value(value, 0).map_err(|why| {
+    json_value(value, 0, Ints::AsParsed).map_err(|why| {
         let error = if why.starts_with(NOT_UNICODE) {
             mcp_tasks::protocol::ProtocolError::Parse(why)
         } else {
@@ -175,7 +175,17 @@ pub(crate) fn wire_params(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Valu
 /// How deep [`from_py`] follows nested containers (JSON parsers commonly stop at 128 too).
 const MAX_DEPTH: usize = 128;
 
-fn json_value(value: &Bound<'_, PyAny>, depth: usize) -> Result<serde_json::Value, String> {
+/// What an integer past 64 bits becomes.
+#[derive(Clone, Copy)]
+enum Ints {
+    /// Refused: a value a tool or the caller built must keep its exact value.
+    Exact,
+    /// The nearest f64, as serde_json (and so the Rust host) reads such a number from the wire;
+    /// for params Python's JSON parser read as an exact integer.
+    AsParsed,
+}
+
+fn json_value(value: &Bound<'_, PyAny>, depth: usize, ints: Ints) -> Result<serde_json::Value, String> {
     use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
     use serde_json::Value;
     if depth > MAX_DEPTH {
@@ -198,14 +208,17 @@ fn json_value(value: &Bound<'_, PyAny>, depth: usize) -> Result<serde_json::Valu
         if let Ok(n) = int.extract::<u64>() {
             return Ok(Value::from(n));
         }
-        // Past 64 bits serde_json reads an integer as the nearest f64, and so does the Rust host
-        // reading the same body; Python's float(int) rounds the same way (and refuses past f64).
-        return int
-            .extract::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .ok_or_else(|| format!("integer {int} is out of range"));
+        let out_of_range = || format!("integer {int} is out of range");
+        return match ints {
+            Ints::Exact => Err(out_of_range()),
+            // Python's float(int) rounds as serde_json does (and refuses past f64's range).
+            Ints::AsParsed => int
+                .extract::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(out_of_range),
+        };
     }
     if let Ok(float) = value.cast::<PyFloat>() {
         let x = float.value();
@@ -216,15 +229,15 @@ fn json_value(value: &Bound<'_, PyAny>, depth: usize) -> Result<serde_json::Valu
         for (key, item) in dict.iter() {
             let key = key.cast::<PyString>().map_err(|_| format!("object key {key} is not a string"))?;
             let key = key.to_str().map_err(|e| e.to_string())?.to_owned();
-            map.insert(key, json_value(&item, depth + 1)?);
+            map.insert(key, json_value(&item, depth + 1, ints)?);
         }
         return Ok(Value::Object(map));
     }
     if let Ok(list) = value.cast::<PyList>() {
-        return list.iter().map(|item| json_value(&item, depth + 1)).collect::<Result<_, _>>().map(Value::Array);
+        return list.iter().map(|item| json_value(&item, depth + 1, ints)).collect::<Result<_, _>>().map(Value::Array);
     }
     if let Ok(tuple) = value.cast::<PyTuple>() {
-        return tuple.iter().map(|item| json_value(&item, depth + 1)).collect::<Result<_, _>>().map(Value::Array);
+        return tuple.iter().map(|item| json_value(&item, depth + 1, ints)).collect::<Result<_, _>>().map(Value::Array);
     }
     Err(format!("a {} is not JSON", value.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
 }
@@ -245,11 +258,11 @@ fn serve_limits(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     pythonize::pythonize(py, &mcp_tasks::limits::ServeLimits::default().to_json()).map_err(PyErr::from)
 }
 
-/// The answer to a connection the HTTP server refused before any request reached core (`kind`:
-/// `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`) under `limits` (a dict
-/// as `serve_limits()` gives it): `(status, JSON-RPC error body)` from the table.
+/// The whole HTTP/1.1 response to a connection the HTTP server refused before any request
+/// reached core (`kind`: `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`)
+/// under `limits` (a dict as `serve_limits()` gives it): written as it is, then it closes.
 #[pyfunction]
-fn refusal_reply(kind: &str, limits: &Bound<'_, PyAny>) -> PyResult<(u16, Vec<u8>)> {
+fn refusal_response(kind: &str, limits: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     use mcp_tasks::limits::{Refusal, ServeLimits};
     let refusal = match kind {
         "header_timeout" => Refusal::HeaderTimeout,
@@ -260,8 +273,7 @@ fn refusal_reply(kind: &str, limits: &Bound<'_, PyAny>) -> PyResult<(u16, Vec<u8
             return Err(pyo3::exceptions::PyValueError::new_err(format!("refusal {other:?} is not one core knows")));
         }
     };
-    let (status, body) = refusal.reply(&ServeLimits::from_json(&from_py("limits", limits)?));
-    Ok((status, body.into_bytes()))
+    Ok(refusal.response(&ServeLimits::from_json(&from_py("limits", limits)?)).into_bytes())
 }
 
 /// The native module. `gil_used = false`: no Rust state here needs the GIL.
@@ -281,7 +293,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;
     m.add_function(wrap_pyfunction!(admin_main, m)?)?;
     m.add_function(wrap_pyfunction!(serve_limits, m)?)?;
-    m.add_function(wrap_pyfunction!(refusal_reply, m)?)?;
+    m.add_function(wrap_pyfunction!(refusal_response, m)?)?;
     m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
     m.add("ERROR_TABLE", error::error_table(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
