@@ -799,5 +799,5 @@ module.exports.nativeVersion = nativeBinding.nativeVersion
 module.exports.outcomeResult = nativeBinding.outcomeResult
 module.exports.PROTOCOL_VERSION = nativeBinding.PROTOCOL_VERSION
 module.exports.readHeaders = nativeBinding.readHeaders
-module.exports.refusalReply = nativeBinding.refusalReply
+module.exports.refusalResponse = nativeBinding.refusalResponse
 module.exports.serveLimits = nativeBinding.serveLimits

@@ -424,11 +424,11 @@ export declare const PROTOCOL_VERSION: string
 export declare function readHeaders(): Array<string>
 
 /**
- * The answer to a connection `node:http` refused before any request reached core (`kind`:
- * `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`), under `limits_json`
- * (as `serveLimits()` gives them): the table's status and JSON-RPC error.
+ * The whole HTTP/1.1 response to a connection `node:http` refused before any request reached
+ * core (`kind`: `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`), under
+ * `limits_json` (as `serveLimits()` gives them): written as it is, then the connection closes.
  */
-export declare function refusalReply(kind: string, limitsJson: string): HttpReply
+export declare function refusalResponse(kind: string, limitsJson: string): string
 
 /**
  * Core's default bounds on HTTP connections (JSON, camelCase, milliseconds, the connection cap

@@ -591,11 +591,11 @@ pub fn serve_limits() -> String {
     mcp_tasks::limits::ServeLimits::default().to_json().to_string()
 }
 
-/// The answer to a connection `node:http` refused before any request reached core (`kind`:
-/// `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`), under `limits_json`
-/// (as `serveLimits()` gives them): the table's status and JSON-RPC error.
+/// The whole HTTP/1.1 response to a connection `node:http` refused before any request reached
+/// core (`kind`: `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`), under
+/// `limits_json` (as `serveLimits()` gives them): written as it is, then the connection closes.
 #[napi]
-pub fn refusal_reply(kind: String, limits_json: String) -> napi::Result<HttpReply> {
+pub fn refusal_response(kind: String, limits_json: String) -> napi::Result<String> {
     use mcp_tasks::limits::{Refusal, ServeLimits};
     let refusal = match kind.as_str() {
         "header_timeout" => Refusal::HeaderTimeout,
@@ -604,10 +604,7 @@ pub fn refusal_reply(kind: String, limits_json: String) -> napi::Result<HttpRepl
         "malformed" => Refusal::Malformed,
         other => return Err(invalid(format!("refusal {other:?} is not one core knows"))),
     };
-    let limits = ServeLimits::from_json(&parse_json("limits", &limits_json)?);
-    let (status, body) = refusal.reply(&limits);
-    let headers = HashMap::from([("content-type".to_owned(), "application/json".to_owned())]);
-    Ok(HttpReply { status: u32::from(status), headers, body })
+    Ok(refusal.response(&ServeLimits::from_json(&parse_json("limits", &limits_json)?)))
 }
 
 /// The request headers core reads (lower case): a host may pass only these to `handle`.

@@ -338,12 +338,8 @@ export function protectNodeServer(server: HttpServer, limits: Partial<ServeLimit
       socket.destroy();
       return;
     }
-    const reply = (native as typeof NativeModule).refusalReply(kind, limitsJson);
-    const reason = { 400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large" }[reply.status];
-    socket.end(
-      `HTTP/1.1 ${reply.status} ${reason ?? ""}\r\ncontent-type: application/json\r\n` +
-        `content-length: ${Buffer.byteLength(reply.body)}\r\nconnection: close\r\n\r\n${reply.body}`,
-    );
+    // Core writes the whole response (an empty 400 for bytes that are no HTTP request).
+    socket.end((native as typeof NativeModule).refusalResponse(kind, limitsJson));
     // A lingering close: what the client still sends is read and dropped for a moment (not fed
     // to the failed parser, which would close at once), so its kernel does not answer our close
     // with a reset that loses the reply.

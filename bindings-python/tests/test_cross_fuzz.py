@@ -29,7 +29,7 @@ import pytest
 
 from mcp_tasks import _native
 
-from test_cross_server import CASES, EXT, Header, _body, _post, servers  # noqa: F401 (a fixture)
+from test_cross_server import CASES, EXT, RAW_CASES, Header, _body, _post, _raw_answer, servers  # noqa: F401 (a fixture)
 
 COUNT = int(os.environ.get("MCP_TASKS_FUZZ_REQUESTS", "1500"))
 SEED = int(os.environ.get("MCP_TASKS_FUZZ_SEED", "20261202"))
@@ -250,3 +250,40 @@ def test_fuzzed_requests_are_all_answered_from_the_table(servers: dict[str, str]
           f"{sum(resets.values())} resets, {sum(off.values())} off the table")
     assert unsendable < COUNT // 10, f"{unsendable} of {COUNT} could not be sent"
     assert not resets and not off, f"{server}: {sum(resets.values())} resets, {sum(off.values())} off-table of {COUNT}:\n{detail}"
+
+
+RAW_COUNT = int(os.environ.get("MCP_TASKS_FUZZ_RAW_REQUESTS", "60"))
+
+
+def _raw_flawed(rng: random.Random) -> bytes:
+    """A valid request of tests/hostile/requests.json's raw cases with one flaw put into a random
+    header line: a NUL or a bare CR inside it, an obs-fold line after it, or a space before it."""
+    valid = RAW_CASES[0]["raw"].replace("X-Flaw: a\x00b\r\n", "")
+    head, _, body = valid.partition("\r\n\r\n")
+    start, *fields = head.split("\r\n")
+    i = rng.randrange(len(fields))
+    line = fields[i]
+    at = rng.randint(line.index(":") + 2, len(line))  # inside the value
+    flaw = rng.choice(["nul", "cr", "fold", "indent"])
+    if flaw == "nul":
+        fields[i] = line[:at] + "\x00" + line[at:]
+    elif flaw == "cr":
+        fields[i] = line[:at] + "\r" + line[at:]
+    elif flaw == "fold":
+        fields[i] = line + "\r\n" + rng.choice([" ", "\t"]) + "folded"
+    else:
+        fields[i] = rng.choice([" ", "\t"]) + line
+    return ("\r\n".join([start, *fields]) + "\r\n\r\n" + body).encode("utf-8")
+
+
+def test_fuzzed_header_flaws_get_one_answer_from_every_server(servers: dict[str, str]) -> None:
+    """Bytes that are no HTTP/1.1 request, seeded: every server answers each with the one answer
+    of docs/errors.md, an empty 400 (the Rust host's HTTP layer, hyper, sends no other)."""
+    rng = random.Random(SEED)
+    wrong = []
+    for i in range(RAW_COUNT):
+        raw = _raw_flawed(rng)
+        answers = {server: _raw_answer(url, raw) for server, url in servers.items()}
+        if set(answers.values()) != {(400, b"")}:
+            wrong.append(f"#{i} {raw[:160]!r}: {answers}")
+    assert not wrong, f"{len(wrong)} of {RAW_COUNT} not answered with an empty 400 everywhere:\n" + "\n".join(wrong[:10])

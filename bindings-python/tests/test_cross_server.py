@@ -21,7 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ROOT / "tests/hostile"
-CASES = json.loads((HOSTILE / "requests.json").read_text())["cases"]
+_HOSTILE = json.loads((HOSTILE / "requests.json").read_text())
+CASES = _HOSTILE["cases"]
+RAW_CASES = _HOSTILE["raw_cases"]
 _LISTED = json.loads((HOSTILE / "differences.json").read_text())["differences"]
 DIFFERENCES = {
     server: {d["case"]: d["reason"] for d in _LISTED if d["server"] == server} for server in ("python", "node")
@@ -251,3 +253,35 @@ def test_every_server_answers_as_the_rust_host(servers: dict[str, str], server: 
     assert not unexpected, "servers answer differently:\n" + "\n".join(unexpected)
     assert not stale, f"listed in differences.json but now answered alike: {stale}"
     assert len(same) >= 45, f"only {len(same)} of {len(CASES)} cases answered alike"
+
+
+def _raw_answer(url: str, raw: bytes) -> tuple[int, bytes]:
+    """(status, body) of the answer to `raw` sent on a connection of its own; the server must
+    close the connection after it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(raw)
+        received = b""
+        while chunk := sock.recv(65536):  # to the server's close (a timeout fails the test)
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    headers = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:])
+    assert int(headers.get(b"content-length", b"0").strip()) == len(body), received
+    return status, body
+
+
+@pytest.mark.parametrize("server", ["rust", "python", "node"])
+def test_bytes_that_are_no_http_request_get_an_empty_400_from_every_server(servers: dict[str, str], server: str) -> None:
+    if server not in servers:
+        pytest.skip("the Node package is not built (bindings-node/dev-env)")
+    wrong = []
+    for case in RAW_CASES:
+        got = _raw_answer(servers[server], case["raw"].encode("utf-8"))
+        want = (case["expect"]["status"], case["expect"]["body"].encode())
+        if got != want:
+            wrong.append(f"{case['name']}: {got} is not {want}")
+    assert not wrong, "\n".join(wrong)

@@ -111,13 +111,17 @@ pub enum Refusal {
     BodyTimeout,
     /// The header section is over [`ServeLimits::max_header_bytes`].
     HeadersTooLarge,
-    /// The bytes are no HTTP request.
+    /// The bytes are no HTTP/1.1 request (a NUL, a bare CR or an obs-fold line in its header, a
+    /// start line that is none).
     Malformed,
 }
 
 impl Refusal {
-    /// The table's answer to it: the HTTP status and the JSON-RPC error body (no id: the request
-    /// was never read). The connection closes after it.
+    /// The answer to it: the HTTP status and its body, the table's JSON-RPC error (no id: the
+    /// request was never read), or nothing for [`Refusal::Malformed`]. Bytes that are no HTTP
+    /// request carry no JSON-RPC message to answer, and the Rust host's HTTP layer (hyper) answers
+    /// them with an empty 400 that it offers no way to change; the other servers answer the
+    /// same (docs/errors.md). The connection closes after it.
     pub fn reply(self, limits: &ServeLimits) -> (u16, String) {
         use crate::protocol::ProtocolError;
         let error = match self {
@@ -128,9 +132,51 @@ impl Refusal {
                 ProtocolError::RequestTimeout { what: "request body", seconds: limits.body_read_timeout.as_secs() }
             }
             Self::HeadersTooLarge => ProtocolError::HeadersTooLarge { limit: limits.max_header_bytes },
-            Self::Malformed => ProtocolError::InvalidRequest("the bytes received are no HTTP/1.1 request".into()),
+            Self::Malformed => return (400, String::new()),
         };
         let reply = crate::protocol::server::error_reply(None, &error, false);
         (reply.status, reply.json().unwrap_or_default().to_owned())
+    }
+
+    /// The whole HTTP/1.1 response to write on the refused connection, which then closes: the
+    /// status line, `content-type` when there is a body, `content-length`, `connection: close`.
+    pub fn response(self, limits: &ServeLimits) -> String {
+        let (status, body) = self.reply(limits);
+        let reason = match status {
+            400 => "Bad Request",
+            408 => "Request Timeout",
+            431 => "Request Header Fields Too Large",
+            _ => "",
+        };
+        let content_type = if body.is_empty() { "" } else { "content-type: application/json\r\n" };
+        format!(
+            "HTTP/1.1 {status} {reason}\r\n{content_type}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_that_are_no_http_request_get_an_empty_400_as_from_hyper() {
+        let limits = ServeLimits::default();
+        assert_eq!(Refusal::Malformed.reply(&limits), (400, String::new()));
+        assert_eq!(
+            Refusal::Malformed.response(&limits),
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn a_refusal_with_an_error_says_its_type_and_length() {
+        let response = Refusal::HeadersTooLarge.response(&ServeLimits::default());
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
+        assert!(head.contains("content-type: application/json\r\n"), "{head}");
+        assert!(head.contains(&format!("content-length: {}\r\n", body.len())), "{head}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(body).unwrap()["error"]["code"], -32600);
     }
 }

@@ -16,8 +16,10 @@ same as the Rust host's and the TypeScript server's):
   socket's buffers are full) is closed; the reader gets what was buffered, then the end in the
   middle of its response, and the other connections are written meanwhile as ever;
 - a body that has not arrived within ``bodyReadTimeoutMs`` (30 s) of its header gets the table's
-  408, a header section over ``maxHeaderBytes`` (64 KiB) 431, bytes that are no HTTP request 400,
-  each a JSON-RPC error sent before a lingering close (the client reads it instead of a reset);
+  408 and a header section over ``maxHeaderBytes`` (64 KiB) 431, each a JSON-RPC error, and bytes
+  that are no HTTP/1.1 request (an obs-fold line among them, which h11 alone would accept) an
+  empty 400, as from the other servers; each is sent before a lingering close (the client reads
+  it instead of a reset);
 - at most ``maxConnections`` are open (the descriptor limit less a reserve): at the cap the oldest
   connection that completed no request is closed to make room, so a legitimate request is served
   during a flood; uvicorn's own ``limit_concurrency`` would answer the new one 503 instead.
@@ -30,6 +32,7 @@ them (nginx's ``client_header_timeout``, ``keepalive_timeout``, ``worker_connect
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +48,9 @@ DEFAULT_SERVE_LIMITS: Mapping[str, int] = _native.serve_limits()
 
 # How long a refused connection's remaining bytes are read and dropped before it closes.
 _LINGER_S = 2.0
+
+# A header line that starts with a space or a tab (what follows a line's end).
+_LINE_STARTS_BLANK = re.compile(rb"\n[ \t]")
 
 
 class _RecordingConnection(h11.Connection):
@@ -89,6 +95,8 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
             self._stall_timer: asyncio.TimerHandle | None = None
             # The transport's unsent bytes when the stall was last looked at.
             self._unsent = 0
+            # The last byte of the header arriving, for a fold split between two reads.
+            self._head_tail = b""
 
         # -- the cap ---------------------------------------------------------------------------
 
@@ -171,8 +179,12 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
                 return  # read and dropped until the linger ends
             if not self._busy():
                 self._start_header_timer()  # the first bytes of a request: its header is owed
+                if self._folded(data):
+                    self._refuse("malformed")
+                    return
             super().data_received(data)
             if self._busy():
+                self._head_tail = b""
                 self._requested = True
                 if self._header_timer is not None:
                     self._header_timer.cancel()
@@ -184,6 +196,18 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
                     self._body_timer.cancel()
                     self._body_timer = None
 
+        def _folded(self, data: bytes) -> bool:
+            """Whether the header arriving has a line that starts with a space or a tab (an
+            obs-fold line, or whitespace before the first field): h11 unfolds it, but RFC 9112
+            §5.2 lets a server refuse it, and the Rust host (hyper) and the TypeScript server
+            (llhttp) do, so the three answer such bytes alike."""
+            seen = self._head_tail + data
+            end = seen.find(b"\r\n\r\n")
+            if _LINE_STARTS_BLANK.search(seen if end < 0 else seen[: end + 2]):
+                return True
+            self._head_tail = seen[-1:]
+            return False
+
         # -- answers to what h11 refuses -------------------------------------------------------
 
         def send_400_response(self, msg: str) -> None:
@@ -191,12 +215,8 @@ def protected_protocol(limits: Mapping[str, int] | None = None) -> type[H11Proto
             self._refuse("headers_too_large" if refused is not None and refused.error_status_hint == 431 else "malformed")
 
         def _refuse(self, kind: str) -> None:
-            status, body = _native.refusal_reply(kind, merged)
-            reason = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
-            self.transport.write(
-                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
-                % (status, reason, len(body)) + body
-            )
+            # Core writes the whole response (an empty 400 for bytes that are no HTTP request).
+            self.transport.write(_native.refusal_response(kind, merged))
             self._cancel_timers()
             self._lingering = True
             try:
