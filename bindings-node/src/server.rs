@@ -689,7 +689,12 @@ impl NativeToolCall {
                 Some(request_state::seal(&inner.key, &inner.routed.principal, &inner.call.name, &state, expires))
             }
         };
-        Ok(http_reply(inner.routed.reply.result(input_required_result(requests, sealed))))
+        // Input the request's client did not declare it can answer is refused (-32021), as
+        // from every server.
+        Ok(http_reply(match input_required_result(&inner.call.envelope, requests, sealed) {
+            Ok(result) => inner.routed.reply.result(result),
+            Err(e) => inner.routed.reply.error(&e),
+        }))
     }
 
     /// The reply refusing the call with a JSON-RPC error before any task exists.
@@ -734,11 +739,13 @@ impl CallInner {
             }
             // Only a resumable tool's call is kept: a later attempt makes it again.
             let stored = options.resume.map(|_| self.stored());
-            let (created, ctx) = self
+            let (created, mut ctx) = self
                 .engine
                 .create_task_for(&self.routed.principal, &self.call.name, options, stored)
                 .await
                 .map_err(|e| e.to_protocol())?;
+            // The task's input is checked against what this request declared.
+            ctx.bind_envelope(self.engine.share_envelope(self.call.envelope.clone()));
             let reply = http_reply(self.routed.reply.result_of(&created));
             Ok(Either::A(TaskReply::new(reply, NativeTask::new(ctx, self.runtime.clone()))))
         };
@@ -1038,7 +1045,13 @@ async fn settle(
             Some(Value::Object(requests)) => requests,
             _ => serde_json::Map::new(),
         };
-        let answers = handle.request_input(requests).await.map_err(engine_error)?;
+        let answers = match handle.request_input(requests).await {
+            Ok(answers) => answers,
+            // Input the creating request's client cannot answer (-32021): the round cannot go
+            // on, so the task fails with that error, naming what is missing.
+            Err(EngineError::Protocol(e)) => return fail(take(), e.to_rpc()).await,
+            Err(e) => return Err(engine_error(e)),
+        };
         let mut next = serde_json::json!({ "inputResponses": answers });
         if let Some(state) = result.remove("requestState").filter(Value::is_string) {
             next["requestState"] = state;

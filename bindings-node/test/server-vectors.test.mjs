@@ -21,7 +21,9 @@ import { ROOT, freePort } from "./servers.mjs";
 const RUNNER = "node-server";
 const VECTORS = join(ROOT, "tests", "vectors");
 const SCHEMAS = join(ROOT, "tests", "schema"); // vendored; source and version in its README
-const TASKS_CAPS = { extensions: { "io.modelcontextprotocol/tasks": {} } };
+// The default a replayer declares (tests/vectors/README.md): the extension, and form elicitation
+// so a task's work may ask.
+const TASKS_CAPS = { extensions: { "io.modelcontextprotocol/tasks": {} }, elicitation: {} };
 
 const listed = JSON.parse(readFileSync(join(VECTORS, "skip.json"), "utf8"));
 const skips = Object.fromEntries(listed.skips.filter((s) => s.runner === RUNNER).map((s) => [s.vector, s.reason]));
@@ -150,6 +152,8 @@ class Scripts {
   constructor() {
     this.queues = new Map();
     this.answers = new Map();
+    // The errors the work's input requests were refused with (-32021), in order.
+    this.refusals = new Map();
   }
 
   queue(taskId) {
@@ -186,7 +190,17 @@ class Scripts {
       if (kind === "status") {
         await task.setStatus(value);
       } else if (kind === "input") {
-        const answers = await task.requestInput(value);
+        let answers;
+        try {
+          answers = await task.requestInput(value);
+        } catch (error) {
+          if (error?.code !== -32021) throw error;
+          // Input the client cannot answer: the work goes on without it.
+          const refused = this.refusals.get(task.taskId) ?? [];
+          refused.push({ code: error.code, message: error.message, data: error.data });
+          this.refusals.set(task.taskId, refused);
+          continue;
+        }
         const list = this.answers.get(task.taskId) ?? [];
         list.push(answers);
         this.answers.set(task.taskId, list);
@@ -246,9 +260,10 @@ function buildFactory(scripts) {
 
 // -- the replayer -------------------------------------------------------------------------------
 
-const envelope = (tasks) => ({
+/** The step's `_meta`: its `capabilities` when given, else the default. */
+const envelope = (tasks, capabilities) => ({
   "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientCapabilities": tasks ? TASKS_CAPS : {},
+  "io.modelcontextprotocol/clientCapabilities": capabilities ?? (tasks ? TASKS_CAPS : {}),
   "io.modelcontextprotocol/clientInfo": { name: "mcp-tasks-tests", version: "0" },
 });
 
@@ -437,7 +452,7 @@ async function replay(file, store) {
       if (step.send) {
         const method = step.send.method;
         const params = { ...(step.send.params ?? {}) };
-        params._meta ??= envelope(declared);
+        params._meta ??= envelope(declared, step.capabilities);
         const body = { jsonrpc: "2.0", id: nextId++, method, params };
         const headers = applyHeaders(standardHeaders(body, principal), step.headers);
         const [status, contentType, text] = await post(url, headers, Buffer.from(JSON.stringify(body)));
@@ -461,6 +476,14 @@ async function replay(file, store) {
         if ("status" in work) {
           scripts.push(taskId, ["status", work.status]);
           await waitFor(owner, taskId, (t) => t.statusMessage === work.status);
+        } else if ("input" in work && "refused" in work) {
+          // The work's request is refused and nothing changes: it goes on.
+          const before = (scripts.refusals.get(taskId) ?? []).length;
+          scripts.push(taskId, ["input", work.input]);
+          for (let i = 0; i < 1000 && (scripts.refusals.get(taskId) ?? []).length <= before; i++) {
+            await new Promise((r) => setTimeout(r, 5));
+          }
+          assertMatches(where, work.refused, (scripts.refusals.get(taskId) ?? [])[before]);
         } else if ("input" in work) {
           scripts.push(taskId, ["input", work.input]);
           await waitFor(owner, taskId, (t) => t.status === "input_required");

@@ -27,7 +27,8 @@ export async function callDeclaring(url, method, params) {
   };
   const meta = {
     "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-    "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} } },
+    // Form elicitation too, as mcp-tasks' clients declare: servers ask nothing undeclared.
+    "io.modelcontextprotocol/clientCapabilities": { extensions: { [EXTENSION_ID]: {} }, elicitation: {} },
   };
   const body = JSON.stringify({ jsonrpc: "2.0", id: ++nextId, method, params: { ...params, _meta: meta } });
   return (await fetch(url, { method: "POST", headers, body })).json();

@@ -15,7 +15,7 @@ use mcp_tasks::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, Reply, Route, Routed, Routing,
     ToolCallRoute, ToolEntry, get_result,
 };
-use mcp_tasks::protocol::{Resume, RpcError, StoredCall};
+use mcp_tasks::protocol::{Envelope, Resume, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
 use pyo3::BoundObject;
 use pyo3::prelude::*;
@@ -67,9 +67,21 @@ fn task_options(
 fn stored_call(
     arguments: serde_json::Map<String, serde_json::Value>,
     input_responses: Option<&Bound<'_, PyAny>>,
+    envelope: Option<Envelope>,
 ) -> PyResult<StoredCall> {
     let input_responses = input_responses.filter(|r| !r.is_none()).map(|r| object("inputResponses", r)).transpose()?;
-    Ok(StoredCall { arguments, input_responses, ..StoredCall::default() })
+    Ok(StoredCall { arguments, input_responses, envelope, ..StoredCall::default() })
+}
+
+/// The envelope a task made through mcp is bound to: the `clientCapabilities` of its request's
+/// `_meta` (a dict), or none when the request carried none (a 2025-era session).
+fn client_envelope(client_capabilities: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Envelope>> {
+    let Some(caps) = client_capabilities.filter(|c| !c.is_none()) else { return Ok(None) };
+    Ok(Some(Envelope {
+        protocol_version: mcp_tasks::protocol::PROTOCOL_VERSION.to_owned(),
+        client_capabilities: object("clientCapabilities", caps)?,
+        client_info: None,
+    }))
 }
 
 /// Runs claimed tasks through a Python callable on the event loop that started it:
@@ -281,7 +293,9 @@ impl PyEngine {
     /// (the call's arguments object), when given, is first checked against the size limit.
     /// `max_attempts` makes the task resumable: the arguments are stored with it, and when this
     /// process dies the task runs again (through [`PyEngine::start_executor`]) instead of failing.
-    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None, *, max_attempts = None, backoff_ms = None, input_responses = None))]
+    /// `client_capabilities`, the request's `clientCapabilities` (a dict), binds the task's input
+    /// to what its client declared: `request_input` refuses the rest with `MissingCapabilityError`.
+    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None, *, max_attempts = None, backoff_ms = None, input_responses = None, client_capabilities = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn create_task<'py>(
         &self,
@@ -295,21 +309,26 @@ impl PyEngine {
         max_attempts: Option<u32>,
         backoff_ms: Option<u64>,
         input_responses: Option<&Bound<'py, PyAny>>,
+        client_capabilities: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arguments = arguments.map(|a| object("arguments", a)).transpose()?;
         if let Some(arguments) = &arguments {
             self.inner.check_arguments(arguments).map_err(|e| protocol_error(&e))?;
         }
+        let envelope = client_envelope(client_capabilities)?;
         let engine = self.inner.clone();
         let options = task_options(ttl_ms, unlimited_ttl, poll_interval_ms, max_attempts, backoff_ms);
         let call = match (options.resume, arguments) {
-            (Some(_), Some(arguments)) => Some(stored_call(arguments, input_responses)?),
+            (Some(_), Some(arguments)) => Some(stored_call(arguments, input_responses, envelope.clone())?),
             _ => None,
         };
         let callbacks = Arc::clone(&self.callbacks);
         crate::awaitable(py, async move {
-            let (created, ctx) =
+            let (created, mut ctx) =
                 engine.create_task_for(&principal, &tool, options, call).await.map_err(engine_error)?;
+            if let Some(envelope) = envelope {
+                ctx.bind_envelope(engine.share_envelope(envelope));
+            }
             Ok((Pythonized(created), PyTaskContext::new(ctx, callbacks)))
         })
     }
@@ -317,7 +336,7 @@ impl PyEngine {
     /// Creates a task that waits for a worker instead of running here (a front-end's create):
     /// stored durably with `arguments`, then claimed by a process running
     /// [`PyEngine::start_executor`] for `tool`. Resolves to the `CreateTaskResult` dict.
-    #[pyo3(signature = (principal, tool, arguments, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, *, max_attempts = None, backoff_ms = None, input_responses = None))]
+    #[pyo3(signature = (principal, tool, arguments, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, *, max_attempts = None, backoff_ms = None, input_responses = None, client_capabilities = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn enqueue_task<'py>(
         &self,
@@ -331,12 +350,14 @@ impl PyEngine {
         max_attempts: Option<u32>,
         backoff_ms: Option<u64>,
         input_responses: Option<&Bound<'py, PyAny>>,
+        client_capabilities: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arguments = object("arguments", arguments)?;
         self.inner.check_arguments(&arguments).map_err(|e| protocol_error(&e))?;
         let engine = self.inner.clone();
         let options = task_options(ttl_ms, unlimited_ttl, poll_interval_ms, max_attempts, backoff_ms);
-        let call = stored_call(arguments, input_responses)?;
+        // The worker that claims it checks the task's input against the request's capabilities.
+        let call = stored_call(arguments, input_responses, client_envelope(client_capabilities)?)?;
         crate::awaitable(py, async move {
             let created = engine.enqueue_task(&principal, &tool, options, call).await.map_err(engine_error)?;
             Ok(Pythonized(created))
@@ -706,6 +727,19 @@ impl PyServer {
         }
     }
 
+    /// Raises `MissingCapabilityError` (-32021, `data.requiredCapabilities`) when an MRTR round's
+    /// `input_requests` ask for input the request's `client_capabilities` (a dict) do not
+    /// declare; core's rule, as the other servers apply it.
+    fn check_input_requests(
+        &self,
+        client_capabilities: &Bound<'_, PyAny>,
+        input_requests: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let caps = object("clientCapabilities", client_capabilities)?;
+        let requests = object("inputRequests", input_requests)?;
+        mcp_tasks::protocol::negotiation::check_input_requests(&caps, &requests).map_err(|e| protocol_error(&e))
+    }
+
     /// The largest HTTP body [`PyServer::gate`] reads; a longer one is passed as `None`.
     #[getter]
     fn max_body_bytes(&self) -> usize {
@@ -1024,19 +1058,24 @@ impl PyRouted {
             if let Err(e) = engine.admit_call(&call) {
                 return Ok((reply_tuple(&reply.error(&e)), None, None));
             }
-            let ToolCallRoute { name, arguments, input_responses, .. } = *call;
+            let ToolCallRoute { name, arguments, input_responses, envelope, .. } = *call;
             // Only a resumable tool's call is kept: a later attempt runs it again.
             let stored = options.resume.map(|_| StoredCall {
                 arguments: arguments.clone(),
                 input_responses,
+                envelope: Some(envelope.clone()),
                 ..StoredCall::default()
             });
             match engine.create_task_for(&principal, &name, options, stored).await {
-                Ok((created, ctx)) => Ok((
-                    reply_tuple(&reply.result_of(&Stamped { created: &created, meta: meta.as_deref() })),
-                    Some(PyTaskContext::new(ctx, callbacks)),
-                    Some(Pythonized(arguments)),
-                )),
+                Ok((created, mut ctx)) => {
+                    // The task's input is checked against what this request declared.
+                    ctx.bind_envelope(engine.share_envelope(envelope));
+                    Ok((
+                        reply_tuple(&reply.result_of(&Stamped { created: &created, meta: meta.as_deref() })),
+                        Some(PyTaskContext::new(ctx, callbacks)),
+                        Some(Pythonized(arguments)),
+                    ))
+                }
                 Err(e) => Ok((reply_tuple(&reply.error(&e.to_protocol())), None, None)),
             }
         })

@@ -102,8 +102,10 @@ def _post(client: httpx.Client, url: str, body: bytes, headers: list[Header]) ->
 
 
 def _sealed_round(client: httpx.Client, url: str, principal: str) -> str:
-    """The requestState of test_tool_with_task's MRTR round, as `principal` got it."""
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": EXT}
+    """The requestState of test_tool_with_task's MRTR round, as `principal` got it (declaring the
+    elicitation the round asks: servers ask nothing else)."""
+    caps = {**EXT, "elicitation": {}}
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "test_tool_with_task", "arguments": {}, "_meta": meta}}
     headers: list[Header] = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"),

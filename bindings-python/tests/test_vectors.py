@@ -24,13 +24,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
-from mcp_tasks import TaskConfig, TasksExtension, TaskNotFoundError, current_task
+from mcp_tasks import MissingCapabilityError, TaskConfig, TasksExtension, TaskNotFoundError, current_task
 from mcp_tasks import _native
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "tests/vectors"
 SCHEMAS = ROOT / "tests/schema"  # vendored; source and version in tests/schema/README.md
-TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+# The default a replayer declares (tests/vectors/README.md): the extension, and form elicitation
+# so a task's work may ask.
+TASKS_CAPS = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
 
 
 def _skips() -> dict[str, str]:
@@ -203,6 +205,8 @@ class Scripts:
     def __init__(self) -> None:
         self.queues: defaultdict[str, asyncio.Queue[tuple[str, Any]]] = defaultdict(asyncio.Queue)
         self.answers: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        # The errors the work's input requests were refused with (-32021), in order.
+        self.refusals: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
         self.answered = asyncio.Condition()
 
     async def run(self, substitute: dict[str, str] | None = None) -> CallToolResult:
@@ -214,7 +218,15 @@ class Scripts:
             if kind == "status":
                 await task.set_status(value)
             elif kind == "input":
-                answers = await task.request_input(value)
+                try:
+                    answers = await task.request_input(value)
+                except MissingCapabilityError as e:
+                    # Input the client cannot answer: the work goes on without it.
+                    async with self.answered:
+                        refusal = {"code": e.error.code, "message": e.error.message, "data": e.error.data}
+                        self.refusals[task.task_id].append(refusal)
+                        self.answered.notify_all()
+                    continue
                 async with self.answered:
                     self.answers[task.task_id].append(answers)
                     self.answered.notify_all()
@@ -225,6 +237,11 @@ class Scripts:
                 return CallToolResult.model_validate_json(text)
             else:
                 raise MCPError(value["code"], value["message"], value.get("data"))
+
+    async def wait_refusals(self, task: str, n: int) -> list[dict[str, Any]]:
+        async with self.answered:
+            await asyncio.wait_for(self.answered.wait_for(lambda: len(self.refusals[task]) >= n), 10)
+            return list(self.refusals[task])
 
     async def wait_answers(self, task: str, n: int) -> list[dict[str, Any]]:
         async with self.answered:
@@ -312,10 +329,13 @@ def build_server(engine: _native.Engine, scripts: Scripts) -> MCPServer:
 # -- the replayer -------------------------------------------------------------------------------
 
 
-def envelope(tasks: bool) -> dict[str, Any]:
+def envelope(tasks: bool, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The step's ``_meta``: its ``capabilities`` when given, else the default."""
+    if capabilities is None:
+        capabilities = TASKS_CAPS if tasks else {}
     return {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS if tasks else {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-tests", "version": "0"},
     }
 
@@ -480,7 +500,7 @@ async def replay(path: Path, store: str) -> None:
             if "send" in step:
                 method = step["send"]["method"]
                 params = dict(step["send"].get("params") or {})
-                params.setdefault("_meta", envelope(tasks))
+                params.setdefault("_meta", envelope(tasks, step.get("capabilities")))
                 body = {"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}
                 next_id += 1
                 headers = apply_headers(standard_headers(body, principal), step.get("headers"))
@@ -518,6 +538,12 @@ async def replay(path: Path, store: str) -> None:
                 if "status" in work:
                     queue.put_nowait(("status", work["status"]))
                     await wait_for(engine, owner, task, lambda t: t.get("statusMessage") == work["status"])
+                elif "input" in work and "refused" in work:
+                    # The work's request is refused and nothing changes: it goes on.
+                    before = len(scripts.refusals[task])
+                    queue.put_nowait(("input", work["input"]))
+                    got = await scripts.wait_refusals(task, before + 1)
+                    assert_matches(where, work["refused"], got[before])
                 elif "input" in work:
                     queue.put_nowait(("input", work["input"]))
                     await wait_for(engine, owner, task, lambda t: t["status"] == "input_required")

@@ -646,3 +646,73 @@ async fn caps_count_right_after_a_restart() {
     let (_t, _ctx) = engine.create_task("alice", "job", TaskOptions::default()).await.unwrap();
     quota_error(engine.create_task("alice", "job", TaskOptions::default()).await);
 }
+
+#[tokio::test]
+async fn input_is_checked_against_the_creating_requests_capabilities() {
+    use mcp_tasks::protocol::{Envelope, Resume, StoredCall};
+    each_store(async |sqlite| {
+        let rig = rig(sqlite, EngineConfig::default()).await;
+        let roots = |key: &str| {
+            let mut requests = Map::new();
+            requests.insert(key.into(), json!({"method": "roots/list"}));
+            requests
+        };
+        let envelope = |caps: Value| Envelope {
+            protocol_version: mcp_tasks::protocol::PROTOCOL_VERSION.into(),
+            client_capabilities: caps.as_object().unwrap().clone(),
+            client_info: None,
+        };
+
+        // Bound by the host: refused with -32021 naming what is missing, and nothing changes.
+        let (created, mut ctx) = rig.engine.create_task("p", "tool", TaskOptions::default()).await.unwrap();
+        ctx.bind_envelope(rig.engine.share_envelope(envelope(json!({"elicitation": {}}))));
+        let refused = ctx.request_input(roots("a")).await.unwrap_err().to_protocol().to_rpc();
+        assert_eq!(refused.code, -32021);
+        assert_eq!(refused.data.unwrap()["requiredCapabilities"], json!({"roots": {}}));
+        let task = detailed(&rig.engine.get("p", &created.task.task_id).await.unwrap());
+        assert_eq!((task["status"].as_str(), task.get("inputRequests")), (Some("working"), None));
+        // The key was not used up: the work may ask it again for what the client declared.
+        assert_eq!(ctx.envelope().unwrap().client_capabilities["elicitation"], json!({}));
+        let mut again = Map::new();
+        again.insert("a".into(), json!({"method": "elicitation/create", "params": {"message": "m"}}));
+        let mut sub = rig.engine.subscribe("p", std::slice::from_ref(&created.task.task_id)).await;
+        sub.next().await.unwrap();
+        let handle = ctx.handle();
+        let work = tokio::spawn(async move { handle.request_input(again).await });
+        assert_eq!(sub.next().await.unwrap().task.status, TaskStatus::InputRequired);
+        rig.engine.cancel("p", &created.task.task_id).await.unwrap();
+        assert!(matches!(work.await.unwrap(), Err(EngineError::Cancelled)));
+
+        // Bound by the engine from a resumable task's stored call, and again when a worker claims it.
+        let options = TaskOptions { resume: Some(Resume { max_attempts: 2, backoff_ms: 0 }), ..TaskOptions::default() };
+        let call = StoredCall { envelope: Some(envelope(json!({"roots": {}}))), ..StoredCall::default() };
+        let (created, ctx) = rig.engine.create_task_for("p", "tool", options, Some(call.clone())).await.unwrap();
+        let handle = ctx.handle();
+        let mut sub = rig.engine.subscribe("p", std::slice::from_ref(&created.task.task_id)).await;
+        sub.next().await.unwrap();
+        let work = tokio::spawn(async move { handle.request_input(roots("b")).await });
+        assert_eq!(sub.next().await.unwrap().task.status, TaskStatus::InputRequired);
+        rig.engine.cancel("p", &created.task.task_id).await.unwrap();
+        assert!(matches!(work.await.unwrap(), Err(EngineError::Cancelled)));
+        let created = rig.engine.enqueue_task("p", "tool", options, call).await.unwrap();
+        struct Take(tokio::sync::mpsc::UnboundedSender<mcp_tasks::engine::ClaimedTask>);
+        impl mcp_tasks::engine::Executor for Take {
+            fn tools(&self) -> Vec<String> {
+                vec!["tool".into()]
+            }
+            fn execute(&self, task: mcp_tasks::engine::ClaimedTask) {
+                self.0.send(task).unwrap();
+            }
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        rig.engine.claim_for(&Take(tx)).await.unwrap();
+        let claimed = rx.recv().await.unwrap();
+        assert_eq!(claimed.context.task_id(), created.task.task_id);
+        let mut elicit = Map::new();
+        elicit.insert("c".into(), json!({"method": "elicitation/create", "params": {"message": "m"}}));
+        let refused = claimed.context.request_input(elicit).await.unwrap_err().to_protocol().to_rpc();
+        assert_eq!(refused.data.unwrap()["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
+        claimed.context.complete(json!({"content": []})).await.unwrap();
+    })
+    .await;
+}

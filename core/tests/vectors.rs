@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{SseReader, TestHost, WorkStep, parse_sse, read_json, request, schemas, standard_headers};
+use common::{SseReader, TestHost, WorkStep, meta_with, parse_sse, read_json, request, schemas, standard_headers};
 use mcp_tasks::engine::EngineConfig;
 use mcp_tasks::protocol::RpcError;
 use mcp_tasks::store::{Durability, MemoryStore, SqliteStore, TaskStore};
@@ -84,7 +84,7 @@ async fn replay(path: &std::path::Path, store: Arc<dyn TaskStore>, config: Engin
         let principal = step.get("principal").and_then(Value::as_str);
         if let Some(send) = step.get("send") {
             let method = send["method"].as_str().unwrap();
-            let body = request(next_id, method, send["params"].clone(), tasks);
+            let body = step_request(next_id, &step, tasks);
             next_id += 1;
             let headers = apply_headers(standard_headers(&body, principal), step.get("headers"));
             let (status, _, response) = host.post_raw(&headers, serde_json::to_vec(&body).unwrap()).await;
@@ -140,6 +140,22 @@ async fn replay(path: &std::path::Path, store: Arc<dyn TaskStore>, config: Engin
     }
 }
 
+/// The request a `send` step makes: the envelope declares the step's `capabilities` when it
+/// gives them, else the default (`tasks`).
+fn step_request(id: u64, step: &Value, tasks: bool) -> Value {
+    let send = &step["send"];
+    let mut params = send["params"].clone();
+    if let Some(caps) = step.get("capabilities")
+        && params.get("_meta").is_none()
+    {
+        if params.is_null() {
+            params = json!({});
+        }
+        params["_meta"] = meta_with(caps.clone());
+    }
+    request(id, send["method"].as_str().unwrap(), params, tasks)
+}
+
 /// Runs a step that acts on the server's engine and clock rather than its wire (`advance_ms`,
 /// `work`, `sweep`, `answers`); false for a wire step.
 async fn run_engine_step(host: &TestHost, name: &str, index: usize, step: &Value) -> bool {
@@ -155,8 +171,15 @@ async fn run_engine_step(host: &TestHost, name: &str, index: usize, step: &Value
             host.scripts.send(task, WorkStep::Status(text.to_owned()));
             host.wait_for(&owner.principal, task, |t| t["statusMessage"] == text).await;
         } else if let Some(Value::Object(requests)) = work.get("input") {
+            let before = host.scripts.refusals(task, 0).await.len();
             host.scripts.send(task, WorkStep::Input(requests.clone()));
-            host.wait_for(&owner.principal, task, |t| t["status"] == "input_required").await;
+            if let Some(refused) = work.get("refused") {
+                // The work's request is refused and nothing changes: it goes on.
+                let got = host.scripts.refusals(task, before + 1).await;
+                assert_matches(name, index, refused, &serde_json::to_value(&got[before]).unwrap());
+            } else {
+                host.wait_for(&owner.principal, task, |t| t["status"] == "input_required").await;
+            }
         } else if let Some(result) = work.get("complete") {
             host.scripts.send(task, WorkStep::Complete(result.clone()));
             host.wait_for(&owner.principal, task, |t| t["status"] != "working").await;
@@ -298,7 +321,7 @@ async fn replay_stdio(path: &std::path::Path, store: Arc<dyn TaskStore>, config:
         if let Some(send) = step.get("send") {
             let method = send["method"].as_str().unwrap();
             let id = next_id;
-            let body = request(id, method, send["params"].clone(), tasks);
+            let body = step_request(id, &step, tasks);
             next_id += 1;
             peer.write(&serde_json::to_vec(&body).unwrap()).await;
             let json = peer.response(|m| m.get("id") == Some(&json!(id))).await;

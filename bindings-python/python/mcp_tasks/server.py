@@ -30,7 +30,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types import SERVER_INFO_META_KEY, CallToolRequestParams, RequestParams
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY, CallToolRequestParams, RequestParams
 from mcp_types.methods import is_input_required
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
@@ -303,6 +303,14 @@ class CurrentTask:
 _current: contextvars.ContextVar[CurrentTask] = contextvars.ContextVar("mcp_tasks_current")
 # The tools/call decision install()'s middleware made for the request being handled.
 _early_dispatch: contextvars.ContextVar[str] = contextvars.ContextVar("mcp_tasks_early_dispatch")
+
+
+def _client_capabilities(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+    """The ``clientCapabilities`` of the request's ``_meta`` (MCP 2026-07-28), or ``None`` when it
+    carries none (a 2025-era session's request)."""
+    meta = (ctx.params or {}).get("_meta")
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, Mapping) else None
+    return capabilities if isinstance(capabilities, dict) else None
 
 
 def current_task() -> CurrentTask | None:
@@ -590,7 +598,7 @@ class TasksExtension(Extension):
             ctx, principal, tool = self._open_request_state(ctx)
             token = _early_dispatch.set(self._decide_tool_call(ctx))
             try:
-                return self._seal_request_state(await call_next(ctx), principal, tool)
+                return self._seal_request_state(await call_next(ctx), ctx, principal, tool)
             finally:
                 _early_dispatch.reset(token)
         if method == "subscriptions/listen":
@@ -614,10 +622,20 @@ class TasksExtension(Extension):
         state = self._server.open_state(principal, tool, sealed)
         return dataclasses.replace(ctx, params={**params, "requestState": state}), principal, tool
 
-    def _seal_request_state(self, result: Any, principal: str, tool: str) -> Any:
-        """An MRTR round's result with its ``requestState`` sealed for this caller and tool."""
+    def _seal_request_state(self, result: Any, ctx: ServerRequestContext[Any, Any], principal: str, tool: str) -> Any:
+        """An MRTR round's result with its ``requestState`` sealed for this caller and tool.
+        A round asking for input the request's client did not declare it can answer raises
+        ``MissingCapabilityError`` (-32021), core's rule, as from the other servers."""
         if not is_input_required(result):
             return result
+        capabilities = _client_capabilities(ctx)
+        if capabilities is not None:
+            if isinstance(result, Mapping):
+                requests = result.get("inputRequests")
+            else:
+                requests = result.model_dump(by_alias=True, mode="json", exclude_none=True).get("inputRequests")
+            if isinstance(requests, Mapping):
+                self._server.check_input_requests(capabilities, dict(requests))
         state = result.get("requestState") if isinstance(result, Mapping) else result.request_state
         if not isinstance(state, str):
             return result
@@ -676,6 +694,7 @@ class TasksExtension(Extension):
                 params.name,
                 params.arguments or {},
                 input_responses=responses,
+                client_capabilities=_client_capabilities(ctx),
                 **config._options(),
             )
         resumable = config.max_attempts is not None
@@ -685,6 +704,8 @@ class TasksExtension(Extension):
             # Kept with a resumable task only: a later attempt runs the call again.
             arguments=(params.arguments or {}) if resumable else None,
             input_responses=responses if resumable else None,
+            # The task's input is checked against what this request declared.
+            client_capabilities=_client_capabilities(ctx),
             **config._options(),
         )
         if self._runs_without_request(params.name):

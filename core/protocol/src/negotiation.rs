@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::error::ProtocolError;
-use super::types::{EXTENSION_ID, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use super::types::{
+    EXTENSION_ID, InputRequests, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
+};
 
 /// The protocol versions this crate serves.
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
@@ -50,6 +52,12 @@ impl Envelope {
     /// Refuses with -32021 unless this request declares the tasks extension.
     pub fn require_tasks(&self, what: &str) -> Result<(), ProtocolError> {
         require_tasks(&self.client_capabilities, what)
+    }
+
+    /// Refuses with -32021 input requests this request's client did not declare it can answer
+    /// (see [`check_input_requests`]).
+    pub fn check_input_requests(&self, requests: &InputRequests) -> Result<(), ProtocolError> {
+        check_input_requests(&self.client_capabilities, requests)
     }
 }
 
@@ -104,6 +112,79 @@ pub fn missing_tasks_capability(what: &str) -> ProtocolError {
         message: format!("{what} requires the {EXTENSION_ID} extension in this request's clientCapabilities"),
         required: json!({ "extensions": { EXTENSION_ID: {} } }),
     }
+}
+
+/// Refuses with -32021 when one of `requests` is of a type the client did not declare in
+/// `client_capabilities`: the MRTR rule ("servers MUST NOT send input requests for capabilities
+/// the client has not declared",
+/// <https://modelcontextprotocol.io/specification/2026-07-28/basic/patterns/mrtr>), which this
+/// crate applies to a task's `inputRequests` too, against the request that created the task.
+///
+/// The rule is the TypeScript SDK 2.4.0's (`requiredClientCapabilitiesForInputRequest`,
+/// `missingClientCapabilities`), so its own answers for a synchronous tool and ours agree byte
+/// for byte: `elicitation/create` needs `elicitation.form` (a bare `elicitation: {}`, declaring
+/// no mode, counts as form, its pre-mode meaning) or, with `mode: "url"`, `elicitation.url`;
+/// `sampling/createMessage` needs `sampling`, and `sampling.tools` when it offers `tools` or a
+/// `toolChoice`; `roots/list` needs `roots`. The first request in order that needs what is not
+/// declared is refused, `data.requiredCapabilities` naming exactly what it misses. An entry that
+/// is none of the three (no `method`, or another one) is a server bug: -32603.
+pub fn check_input_requests(
+    client_capabilities: &Map<String, Value>,
+    requests: &InputRequests,
+) -> Result<(), ProtocolError> {
+    for (key, request) in requests {
+        let method = request.get("method").and_then(Value::as_str);
+        let param = |name: &str| request.get("params").and_then(Value::as_object).and_then(|p| p.get(name));
+        let (capability, member) = match method {
+            Some("elicitation/create") if param("mode").and_then(Value::as_str) == Some("url") => {
+                ("elicitation", Some("url"))
+            }
+            Some("elicitation/create") => ("elicitation", Some("form")),
+            Some("sampling/createMessage") if param("tools").is_some() || param("toolChoice").is_some() => {
+                ("sampling", Some("tools"))
+            }
+            Some("sampling/createMessage") => ("sampling", None),
+            Some("roots/list") => ("roots", None),
+            Some(other) => {
+                return Err(ProtocolError::Internal(format!(
+                    "input request '{key}' is of kind '{other}', which is not an embedded request the \
+                     2026-07-28 revision defines (elicitation/create, sampling/createMessage, roots/list)"
+                )));
+            }
+            None => {
+                return Err(ProtocolError::Internal(format!(
+                    "input request '{key}' must be an embedded elicitation/create, sampling/createMessage or \
+                     roots/list request"
+                )));
+            }
+        };
+        let missing = match (client_capabilities.get(capability), member) {
+            (None, member) => Some(member),
+            (Some(_), None) => None,
+            (Some(Value::Object(declared)), Some(member)) => {
+                // A bare `elicitation` declaring no mode declares form.
+                let implied = member == "form" && !declared.contains_key("form") && !declared.contains_key("url");
+                (!declared.contains_key(member) && !implied).then_some(Some(member))
+            }
+            // Declared, but not as an object: the SDK names no member missing there.
+            (Some(_), Some(_)) => None,
+        };
+        if let Some(member) = missing {
+            let mut required = Map::new();
+            if let Some(member) = member {
+                required.insert(member.to_owned(), Value::Object(Map::new()));
+            }
+            return Err(ProtocolError::MissingCapability {
+                message: format!(
+                    "Cannot request input '{key}' ({}): the request's client capabilities do not declare the \
+                     required capability",
+                    method.unwrap_or_default()
+                ),
+                required: json!({ capability: required }),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Reads the `_meta` envelope from `params`. Missing or non-object `params`, `_meta`, a
@@ -250,6 +331,55 @@ mod tests {
         let err = decide(TaskMode::Required, false).unwrap_err().to_rpc();
         assert_eq!(err.code, -32021);
         assert_eq!(err.data.unwrap()["requiredCapabilities"]["extensions"][EXTENSION_ID], json!({}));
+    }
+
+    /// The `requiredCapabilities` a check of `requests` against `caps` refuses with, or `None`.
+    fn refused(caps: Value, requests: Value) -> Option<Value> {
+        let (Value::Object(caps), Value::Object(requests)) = (caps, requests) else { panic!("objects") };
+        check_input_requests(&caps, &requests).err().map(|e| {
+            assert_eq!(e.code(), -32021);
+            e.to_rpc().data.unwrap()["requiredCapabilities"].clone()
+        })
+    }
+
+    #[test]
+    fn input_requests_need_declared_capabilities() {
+        let form = json!({"a": {"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {}}}});
+        let url = json!({"a": {"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": "https://x"}}});
+        let sampling = json!({"s": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 9}}});
+        let tools =
+            json!({"s": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 9, "tools": []}}});
+        let choice = json!({"s": {"method": "sampling/createMessage", "params": {"toolChoice": {"mode": "auto"}}}});
+        let roots = json!({"r": {"method": "roots/list"}});
+        // Form mode: `elicitation.form`, or a bare `elicitation` declaring no mode.
+        assert_eq!(refused(json!({}), form.clone()), Some(json!({"elicitation": {"form": {}}})));
+        assert_eq!(refused(json!({"elicitation": {}}), form.clone()), None);
+        assert_eq!(refused(json!({"elicitation": {"form": {}}}), form.clone()), None);
+        assert_eq!(
+            refused(json!({"elicitation": {"url": {}}}), form.clone()),
+            Some(json!({"elicitation": {"form": {}}}))
+        );
+        // URL mode needs `elicitation.url`.
+        assert_eq!(refused(json!({"elicitation": {}}), url.clone()), Some(json!({"elicitation": {"url": {}}})));
+        assert_eq!(refused(json!({}), url.clone()), Some(json!({"elicitation": {"url": {}}})));
+        assert_eq!(refused(json!({"elicitation": {"url": {}}}), url), None);
+        // Sampling, and with tools or a tool choice `sampling.tools`.
+        assert_eq!(refused(json!({"elicitation": {}}), sampling.clone()), Some(json!({"sampling": {}})));
+        assert_eq!(refused(json!({"sampling": {}}), sampling), None);
+        assert_eq!(refused(json!({"sampling": {}}), tools.clone()), Some(json!({"sampling": {"tools": {}}})));
+        assert_eq!(refused(json!({}), tools.clone()), Some(json!({"sampling": {"tools": {}}})));
+        assert_eq!(refused(json!({"sampling": {"tools": {}}}), tools), None);
+        assert_eq!(refused(json!({"sampling": {}}), choice), Some(json!({"sampling": {"tools": {}}})));
+        // Roots; the first request missing something is the one refused.
+        assert_eq!(refused(json!({"roots": {}}), roots.clone()), None);
+        let mut both = roots.as_object().unwrap().clone();
+        both.extend(form.as_object().unwrap().clone());
+        assert_eq!(refused(json!({"elicitation": {}}), Value::Object(both)), Some(json!({"roots": {}})));
+        // Anything but the three kinds is a server bug.
+        for bogus in [json!({"x": {"method": "future/ask"}}), json!({"x": {"params": {}}}), json!({"x": 1})] {
+            let (Value::Object(caps), Value::Object(requests)) = (json!({}), bogus) else { unreachable!() };
+            assert_eq!(check_input_requests(&caps, &requests).unwrap_err().code(), -32603);
+        }
     }
 
     #[test]

@@ -815,13 +815,20 @@ pub fn ack_result() -> Value {
     to_value(AckResult::new())
 }
 
-/// The MRTR `input_required` result of a `tools/call` round (no task exists yet).
-pub fn input_required_result(input_requests: InputRequests, sealed_state: Option<String>) -> Value {
-    to_value(InputRequiredResult {
+/// The MRTR `input_required` result of a `tools/call` round (no task exists yet), or -32021 when
+/// the round asks for input the request's client did not declare it can answer
+/// ([`check_input_requests`](crate::negotiation::check_input_requests)).
+pub fn input_required_result(
+    envelope: &Envelope,
+    input_requests: InputRequests,
+    sealed_state: Option<String>,
+) -> Result<Value, ProtocolError> {
+    envelope.check_input_requests(&input_requests)?;
+    Ok(to_value(InputRequiredResult {
         result_type: ResultType::InputRequired,
         input_requests: Some(input_requests),
         request_state: sealed_state,
-    })
+    }))
 }
 
 /// The Streamable HTTP request that makes a stored call again: headers (lower-case names) and

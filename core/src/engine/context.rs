@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{Engine, EngineError, Limits, Live, Waiter};
-use crate::protocol::{InputRequests, InputResponses, RpcError, TaskEvent, TaskStatus, TransitionError};
+use crate::protocol::{Envelope, InputRequests, InputResponses, RpcError, TaskEvent, TaskStatus, TransitionError};
 
 /// The work's handle on its task. Finish it with [`TaskContext::complete`] or
 /// [`TaskContext::fail`]; dropping it unfinished fails the task with -32603, so a panicking or
@@ -24,6 +24,9 @@ pub struct TaskContext {
 pub struct TaskHandle {
     engine: Engine,
     live: Arc<Live>,
+    /// The envelope of the request that created the task, when known: what its client declared
+    /// it can answer (see [`TaskContext::bind_envelope`]).
+    envelope: Option<Arc<Envelope>>,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -50,8 +53,17 @@ impl std::ops::Deref for TaskContext {
 pub const NO_RESULT_MESSAGE: &str = "Task failed: its work ended without a result";
 
 impl TaskContext {
-    pub(super) fn new(engine: Engine, live: Arc<Live>) -> Self {
-        Self { handle: TaskHandle { engine, live }, finished: false }
+    pub(super) fn new(engine: Engine, live: Arc<Live>, envelope: Option<Arc<Envelope>>) -> Self {
+        Self { handle: TaskHandle { engine, live, envelope }, finished: false }
+    }
+
+    /// Binds the task to the `_meta` envelope of the request that created it, so
+    /// [`TaskHandle::request_input`] refuses input its client did not declare it can answer. The
+    /// engine binds it itself when it has the call (a resumable task's, a worker's); a host binds
+    /// it for the others before handing the context to the work. A task created without its
+    /// request ([`Engine::create_task`]) has nothing to check input against.
+    pub fn bind_envelope(&mut self, envelope: Arc<Envelope>) {
+        self.handle.envelope = Some(envelope);
     }
 
     /// A cloneable handle for the work (everything but finishing).
@@ -138,11 +150,24 @@ impl TaskHandle {
         self.engine.change_work(&self.live, TaskEvent::Checkpoint(value)).await.map(|_| ())
     }
 
+    /// The `_meta` envelope of the request that created the task, when bound
+    /// ([`TaskContext::bind_envelope`]): its `client_capabilities` say what input the client can
+    /// answer.
+    pub fn envelope(&self) -> Option<&Envelope> {
+        self.envelope.as_deref()
+    }
+
     /// Asks the client for input: the task becomes `input_required` with `requests` (keys must
     /// be new for this task) and this waits until every key is answered through `tasks/update`,
     /// returning the answers. Fails with [`EngineError::Cancelled`] if the task is cancelled or
-    /// expires first.
+    /// expires first. Input the creating request's client did not declare it can answer (no
+    /// `elicitation` for an `elicitation/create`, ...) is refused with -32021
+    /// ([`ProtocolError::MissingCapability`](crate::protocol::ProtocolError::MissingCapability),
+    /// naming what is missing) and changes nothing: the work may ask otherwise, or fail.
     pub async fn request_input(&self, requests: InputRequests) -> Result<InputResponses, EngineError> {
+        if let Some(envelope) = &self.envelope {
+            envelope.check_input_requests(&requests)?;
+        }
         let (tx, rx) = oneshot::channel();
         let keys: Vec<String> = requests.keys().cloned().collect();
         self.live.waiters.lock().push(Waiter { keys: keys.clone(), tx });

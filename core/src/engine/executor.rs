@@ -114,11 +114,14 @@ impl Engine {
             set.tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
         }
         self.inner.listeners.publish(&record);
+        let call = record.call.as_deref().cloned().unwrap_or_default();
+        // The stored call's envelope is the creating request's: input is checked against it.
+        let envelope = call.envelope.clone().map(|e| self.share_envelope(e));
         ClaimedTask {
-            context: TaskContext::new(self.clone(), live),
+            context: TaskContext::new(self.clone(), live, envelope),
             tool: record.tool.clone(),
             principal: record.principal.clone(),
-            call: record.call.as_deref().cloned().unwrap_or_default(),
+            call,
         }
     }
 

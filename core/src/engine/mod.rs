@@ -32,7 +32,7 @@ pub use sse_listen::SseListen;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{
-    CreateTaskResult, DetailedTask, InputResponses, ProtocolError, ResultType, Resume, StoredCall, TaskEvent,
+    CreateTaskResult, DetailedTask, Envelope, InputResponses, ProtocolError, ResultType, Resume, StoredCall, TaskEvent,
     TaskRecord, TransitionError,
 };
 use crate::store::{AdminAction, AdminOutcome, LiveQuota, StoreError, TaskStore, UpdateOutcome};
@@ -248,6 +248,35 @@ pub(crate) struct Inner {
     /// Woken when this process makes a task wait for a worker, so a running executor claims it
     /// at once instead of at its next look.
     runnable: tokio::sync::Notify,
+    /// The envelopes tasks are bound to, shared ([`Engine::share_envelope`]).
+    envelopes: Envelopes,
+}
+
+/// The envelopes of recent tool calls (and their tasks), shared between the calls that sent the same one. A
+/// running task keeps its call's envelope for its whole life, and a parsed envelope is a few
+/// small JSON maps (about 1 KB); clients send the same one with every call, so ten thousand
+/// tasks of a few clients share a few copies. Bounded: once it holds [`Envelopes::MAX`], new
+/// envelopes are simply not shared.
+#[derive(Default)]
+pub(crate) struct Envelopes(parking_lot::Mutex<std::collections::HashMap<String, Arc<Envelope>>>);
+
+impl Envelopes {
+    const MAX: usize = 256;
+
+    pub(crate) fn share(&self, envelope: Envelope) -> Arc<Envelope> {
+        let key =
+            serde_json::to_string(&(&envelope.protocol_version, &envelope.client_capabilities, &envelope.client_info))
+                .expect("JSON values serialize");
+        let mut known = self.0.lock();
+        if let Some(shared) = known.get(&key) {
+            return Arc::clone(shared);
+        }
+        let envelope = Arc::new(envelope);
+        if known.len() < Self::MAX {
+            known.insert(key, Arc::clone(&envelope));
+        }
+        envelope
+    }
 }
 
 /// The tasks this process runs, and, when the engine enforces the live-task caps itself (a
@@ -424,6 +453,7 @@ impl EngineBuilder {
                 subscriptions: std::sync::atomic::AtomicUsize::new(0),
                 metrics: crate::metrics::Metrics::default(),
                 runnable: tokio::sync::Notify::new(),
+                envelopes: Envelopes::default(),
             }),
         };
         if engine.inner.store.shared() {
@@ -579,6 +609,13 @@ impl Engine {
         Ok(recovered)
     }
 
+    /// `envelope`, shared with every other holder of an equal one: a task keeps its creating
+    /// request's envelope for its whole life ([`TaskContext::bind_envelope`]), and clients send
+    /// the same one with every call.
+    pub fn share_envelope(&self, envelope: Envelope) -> Arc<Envelope> {
+        self.inner.envelopes.share(envelope)
+    }
+
     /// Creates a task for `principal` running `tool`: stores it durably, then returns the
     /// `CreateTaskResult` and the handle the work uses. Send the result only after this returns.
     pub async fn create_task(
@@ -592,7 +629,8 @@ impl Engine {
 
     /// [`Engine::create_task`] keeping the call with the task when the tool is resumable
     /// (`options.resume`), so a later attempt can run it again after this process dies. Without
-    /// `resume`, or without a call, the task fails as before when its worker dies.
+    /// `resume`, or without a call, the task fails as before when its worker dies. The call's
+    /// envelope, when it has one, is bound to the context ([`TaskContext::bind_envelope`]).
     pub async fn create_task_for(
         &self,
         principal: &str,
@@ -601,6 +639,8 @@ impl Engine {
         call: Option<StoredCall>,
     ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
         let mut record = self.new_record(principal, tool, options);
+        // The call's envelope is the creating request's: input is checked against it.
+        let envelope = call.as_ref().and_then(|c| c.envelope.clone()).map(|e| self.share_envelope(e));
         if let (Some(resume), Some(call)) = (options.resume, call) {
             record.resume = Some(resume);
             record.call = Some(Box::new(call));
@@ -611,7 +651,7 @@ impl Engine {
         self.inner.live.lock().tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
         self.inner.listeners.publish(&record);
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
-        Ok((result, TaskContext::new(self.clone(), live)))
+        Ok((result, TaskContext::new(self.clone(), live, envelope)))
     }
 
     /// Creates a task that waits for a worker instead of running here: stored durably with its

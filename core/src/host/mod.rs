@@ -28,7 +28,7 @@ pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result,
 pub use crate::engine::Execution;
 use crate::engine::{ClaimedTask, Engine, EngineError, Served, Subscription, TaskContext};
 use crate::protocol::TaskMode;
-use crate::protocol::negotiation::{Dispatch, Envelope};
+use crate::protocol::negotiation::Dispatch;
 use crate::protocol::server::{
     Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Routed,
     ToolCallRoute, ToolEntry, input_required_result,
@@ -117,7 +117,6 @@ impl HostBuilder {
                 principal: self.principal,
                 dispatcher,
                 state_key: self.state_key,
-                envelopes: Envelopes::default(),
                 execution: self.execution,
             }),
         }
@@ -130,35 +129,7 @@ struct Inner {
     principal: PrincipalFn,
     dispatcher: Dispatcher,
     state_key: Vec<u8>,
-    envelopes: Envelopes,
     execution: Execution,
-}
-
-/// The envelopes of recent tool calls, shared between the calls that sent the same one. A
-/// running task keeps its call's envelope for its whole life, and a parsed envelope is a few
-/// small JSON maps (about 1 KB); clients send the same one with every call, so ten thousand
-/// tasks of a few clients share a few copies. Bounded: once it holds [`Envelopes::MAX`], new
-/// envelopes are simply not shared.
-#[derive(Default)]
-struct Envelopes(parking_lot::Mutex<std::collections::HashMap<String, Arc<Envelope>>>);
-
-impl Envelopes {
-    const MAX: usize = 256;
-
-    fn share(&self, envelope: Envelope) -> Arc<Envelope> {
-        let key =
-            serde_json::to_string(&(&envelope.protocol_version, &envelope.client_capabilities, &envelope.client_info))
-                .expect("JSON values serialize");
-        let mut known = self.0.lock();
-        if let Some(shared) = known.get(&key) {
-            return Arc::clone(shared);
-        }
-        let envelope = Arc::new(envelope);
-        if known.len() < Self::MAX {
-            known.insert(key, Arc::clone(&envelope));
-        }
-        envelope
-    }
 }
 
 /// The HTTP host. Cheap to clone.
@@ -316,14 +287,14 @@ impl Host {
             input_responses: route.input_responses.map(Box::new),
             state: state.map(Box::new),
             principal: principal.to_owned(),
-            envelope: self.inner.envelopes.share(route.envelope),
+            envelope: engine.share_envelope(route.envelope),
         };
         if let Prepared::InputRequired { input_requests, state } =
             unpanicked(tool.handler.prepare(&call)).await.map_err(Failure::Tool)?
         {
             let expires = engine.now_ms().saturating_add(REQUEST_STATE_TTL_MS);
             let sealed = state.map(|s| request_state::seal(key, principal, &tool.name, &s, expires));
-            return Ok(Answer::Result(input_required_result(input_requests, sealed)));
+            return Ok(Answer::Result(input_required_result(&call.envelope, input_requests, sealed)?));
         }
         match dispatch {
             Dispatch::Sync => {
@@ -340,10 +311,12 @@ impl Host {
             Dispatch::Task => {
                 // Only a resumable tool's call is kept: a later attempt runs it again.
                 let stored = tool.options.resume.map(|_| call.stored());
-                let (created, ctx) = engine
+                let (created, mut ctx) = engine
                     .create_task_for(principal, &tool.name, tool.options, stored)
                     .await
                     .map_err(|e| e.to_protocol())?;
+                // The task's input is checked against what this request declared.
+                ctx.bind_envelope(Arc::clone(&call.envelope));
                 spawn_work(tool, call, ctx);
                 Ok(Answer::Created(created))
             }
@@ -370,7 +343,7 @@ impl crate::engine::Executor for Host {
             input_responses: stored.input_responses.map(Box::new),
             state: stored.state.map(Box::new),
             principal: task.principal,
-            envelope: self.inner.envelopes.share(stored.envelope.unwrap_or_default()),
+            envelope: self.inner.engine.share_envelope(stored.envelope.unwrap_or_default()),
         };
         spawn_work(tool, call, task.context);
     }

@@ -69,6 +69,8 @@ pub struct Scripts {
     /// CreateTaskResult, so a script can get ahead of it).
     queues: Arc<Mutex<HashMap<String, Queue>>>,
     answers: Arc<Mutex<HashMap<String, Vec<InputBatch>>>>,
+    /// The errors `request_input` refused the work's input with (-32021), in order.
+    refusals: Arc<Mutex<HashMap<String, Vec<RpcError>>>>,
     answered: Arc<tokio::sync::Notify>,
 }
 
@@ -96,16 +98,26 @@ impl Scripts {
         rx
     }
 
+    /// The refusals of the work's input requests for `task`, once there are `n`.
+    pub async fn refusals(&self, task: &str, n: usize) -> Vec<RpcError> {
+        self.recorded(&self.refusals, task, n).await
+    }
+
     /// The input answers the work of `task` received, in order, once it has received `n`
     /// batches (the work records them asynchronously after the update commits).
     pub async fn answers(&self, task: &str, n: usize) -> Vec<Map<String, Value>> {
+        self.recorded(&self.answers, task, n).await
+    }
+
+    /// What the work of `task` recorded in `records`, once there are `n` (10 s bound).
+    async fn recorded<T: Clone>(&self, records: &Mutex<HashMap<String, Vec<T>>>, task: &str, n: usize) -> Vec<T> {
         loop {
             let notified = self.answered.notified();
-            let got = self.answers.lock().get(task).cloned().unwrap_or_default();
+            let got = records.lock().get(task).cloned().unwrap_or_default();
             if got.len() >= n {
                 return got;
             }
-            tokio::time::timeout(std::time::Duration::from_secs(10), notified).await.expect("answers within 10 s");
+            tokio::time::timeout(std::time::Duration::from_secs(10), notified).await.expect("a record within 10 s");
         }
     }
 }
@@ -124,11 +136,18 @@ impl ToolHandler for Scripted {
         while let Some(step) = rx.recv().await {
             match step {
                 WorkStep::Status(message) => ctx.set_status_message(message).await?,
-                WorkStep::Input(requests) => {
-                    let answers = ctx.request_input(requests).await?;
-                    self.0.answers.lock().entry(id.clone()).or_default().push(answers);
-                    self.0.answered.notify_waiters();
-                }
+                WorkStep::Input(requests) => match ctx.request_input(requests).await {
+                    Ok(answers) => {
+                        self.0.answers.lock().entry(id.clone()).or_default().push(answers);
+                        self.0.answered.notify_waiters();
+                    }
+                    // Input the client cannot answer: the work goes on without it.
+                    Err(e) if e.code == -32021 => {
+                        self.0.refusals.lock().entry(id.clone()).or_default().push(e);
+                        self.0.answered.notify_waiters();
+                    }
+                    Err(e) => return Err(e),
+                },
                 WorkStep::Complete(result) => return Ok(result),
                 WorkStep::Fail(error) => return Err(error),
             }
@@ -280,9 +299,15 @@ impl TestHost {
     }
 }
 
-/// The `_meta` envelope, declaring the tasks extension when `tasks`.
+/// The `_meta` envelope, declaring the tasks extension (and form elicitation, so a task's work
+/// may ask) when `tasks`, nothing otherwise (tests/vectors/README.md).
 pub fn meta(tasks: bool) -> Value {
-    let caps = if tasks { json!({"extensions": {EXTENSION_ID: {}}}) } else { json!({}) };
+    let caps = if tasks { json!({"extensions": {EXTENSION_ID: {}}, "elicitation": {}}) } else { json!({}) };
+    meta_with(caps)
+}
+
+/// The `_meta` envelope declaring `caps`.
+pub fn meta_with(caps: Value) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
         "io.modelcontextprotocol/clientCapabilities": caps,
