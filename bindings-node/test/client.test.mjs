@@ -8,7 +8,13 @@ import { mkdtempSync, realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { TasksClient, InvalidParamsError, McpTaskError, TaskCancelledError } from "../dist/index.js";
+import {
+  TasksClient,
+  InvalidParamsError,
+  McpTaskError,
+  MissingCapabilityError,
+  TaskCancelledError,
+} from "../dist/index.js";
 import { nodeServer, rustHost, pythonServer, rustStdio, pythonStdio } from "./servers.mjs";
 
 const text = (outcome) => {
@@ -91,6 +97,23 @@ for (const [name, startServer] of servers) {
       const execution = await client().onInputRequest(answers).callTool("test_tool_with_task", {});
       assert.equal(execution.kind, "task");
       assert.match(text(await execution.result()), /Hello, Alice!/);
+    });
+
+    test("capabilities say what the handler answers: none declared, nothing asked", async (t) => {
+      if (!server) return t.skip("no Python with mcp-tasks installed");
+      // The MRTR round would ask a form elicitation this client does not declare: -32021.
+      const refused = await client({ capabilities: {} })
+        .onInputRequest(answers)
+        .callTool("test_tool_with_task", {})
+        .then(() => undefined, (error) => error);
+      assert.ok(refused instanceof MissingCapabilityError, String(refused));
+      assert.deepEqual(refused.data.requiredCapabilities, { elicitation: { form: {} } });
+      // The task's elicitation is refused the same way, and the tool does not catch it.
+      const failed = await (await client({ capabilities: { roots: {} } }).callTool("confirm_delete", { filename: "z" })).result();
+      assert.equal(failed.kind, "failed", JSON.stringify(failed));
+      assert.equal(failed.error.code, -32021);
+      // The client is built on first use: a capabilities value that is no object is refused there.
+      await assert.rejects(client({ capabilities: ["roots"] }).callTool("greet", { name: "x" }), InvalidParamsError);
     });
 
     test("a protocol error fails the task; a tool error completes it", async (t) => {

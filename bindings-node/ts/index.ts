@@ -178,6 +178,12 @@ export interface TasksClientOptions {
   minPollMs?: number;
   /** The most MRTR rounds one `callTool` may take (default 8). */
   maxInputRounds?: number;
+  /**
+   * The client capabilities every request declares besides the tasks extension (default
+   * `{ elicitation: {} }`, form elicitation). Servers ask only for input a request declares, so
+   * name what `onInput` answers, e.g. `{ elicitation: {}, sampling: {}, roots: {} }`.
+   */
+  capabilities?: Record<string, unknown>;
 }
 
 /** Options of one `callTool`. */

@@ -94,6 +94,48 @@ async def test_input_handler_answers_elicitation_and_mrtr(url: str) -> None:
     assert sorted(asked) == ["confirm_delete", "first", "second", "user_name"]
 
 
+async def test_mcp_client_declares_what_the_extensions_handler_answers(url: str) -> None:
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_tasks import TasksClientExtension
+
+    asked: list[tuple[str | None, str]] = []
+
+    async def answer(request: InputRequest) -> dict[str, Any]:
+        asked.append((request.task_id, request.key))
+        if request.key == "user_name":
+            return {"action": "accept", "content": {"name": "Ada"}}
+        return {"action": "accept", "content": {"confirm": True}}
+
+    # With the callbacks mcp declares elicitation: the task's elicitation and the MRTR round
+    # both reach the one handler.
+    extension = TasksClientExtension(url, store="memory://", input_handler=answer)
+    assert sorted(extension.callbacks()) == ["elicitation_callback"]
+    async with Client(url, extensions=[extension], **extension.callbacks()) as client:
+        result = await client.call_tool("confirm_delete", {"filename": "f"})
+        assert result.content[0].text == "Deleted f"  # type: ignore[union-attr]
+        result = await client.call_tool("test_tool_with_task", {})
+        assert "Ada" in result.content[0].text  # type: ignore[union-attr]
+    assert [key for _, key in asked] == ["confirm_delete", "user_name"]
+    assert asked[0][0] is not None and asked[1][0] is None, "the task's request, then the MRTR round"
+
+    # Without them mcp declares none, and the server asks nothing of it: the MRTR round is -32021
+    # naming elicitation; the task's ask is refused the same way, and the tool fails with it.
+    extension = TasksClientExtension(url, store="memory://", input_handler=answer)
+    async with Client(url, extensions=[extension]) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("test_tool_with_task", {})
+        assert refused.value.code == -32021
+        assert refused.value.error.data["requiredCapabilities"] == {"elicitation": {"form": {}}}
+        with pytest.raises(MCPError) as failed:
+            await client.call_tool("confirm_delete", {"filename": "f"})
+        assert failed.value.code == -32021
+    declared = TasksClientExtension(input_handler=answer, capabilities={"elicitation": {}, "sampling": {}, "roots": {}})
+    assert sorted(declared.callbacks()) == ["elicitation_callback", "list_roots_callback", "sampling_callback"]
+    assert TasksClientExtension().callbacks() == {}
+
+
 async def test_answer_by_hand_and_cancel(url: str) -> None:
     client = TasksClient(url, store="memory://")
     execution = await client.call_tool("confirm_delete", {"filename": "g"})

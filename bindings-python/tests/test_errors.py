@@ -9,6 +9,7 @@ import inspect
 import pytest
 from mcp.shared.exceptions import MCPError
 
+import mcp_tasks
 from mcp_tasks import _native, errors
 
 
@@ -62,3 +63,8 @@ async def test_a_transport_failure_keeps_its_cause_chain() -> None:
 def test_unknown_client_options_are_refused() -> None:
     with pytest.raises(errors.InvalidParamsError, match="pollMs"):
         _native.Client({"url": "http://127.0.0.1:1/mcp", "pollMs": 5})
+
+
+def test_capabilities_must_be_an_object() -> None:
+    with pytest.raises(errors.InvalidParamsError, match="capabilities must be a JSON object"):
+        mcp_tasks.TasksClient("http://127.0.0.1:1/mcp", capabilities=["roots"])  # type: ignore[arg-type]

@@ -143,6 +143,18 @@ async def test_input_requests_go_to_the_handler(target: Target) -> None:
     assert (None, "user_name", "elicitation/create") in answers.asked  # the MRTR round, before any task
 
 
+async def test_capabilities_say_what_the_handler_answers(target: Target) -> None:
+    # Declaring no elicitation: the server asks nothing of this client, and the MRTR round that
+    # would ask is -32021 naming what is missing (the default declares form elicitation).
+    client = ffi.TasksClient(options(target, capabilities="{}"), Answers())
+    with pytest.raises(ffi.TasksError.MissingCapabilityError) as refused:
+        await client.call_tool("test_tool_with_task", "{}")
+    assert refused.value.detail.code == -32021
+    assert json.loads(refused.value.detail.data_json)["requiredCapabilities"] == {"elicitation": {"form": {}}}
+    with pytest.raises(ffi.TasksError.InvalidParamsError):
+        ffi.TasksClient(options(target, capabilities="[1]"))
+
+
 async def test_an_open_input_request_is_answered_later(target: Target) -> None:
     client = ffi.TasksClient(options(target))  # no handler: requests stay open
     call = await client.call_tool("confirm_delete", json.dumps({"filename": "b.txt"}))

@@ -197,6 +197,11 @@ pub struct ClientOptions {
     /// The most MRTR rounds one `call_tool` may take (default 8).
     #[uniffi(default = None)]
     pub max_input_rounds: Option<u64>,
+    /// The client capabilities every request declares besides the tasks extension, a JSON
+    /// object as text (default `{"elicitation": {}}`, form elicitation). Servers ask only for
+    /// input a request declares: name what the input handler answers.
+    #[uniffi(default = None)]
+    pub capabilities: Option<String>,
 }
 
 impl From<ClientOptions> for CoreOptions {
@@ -218,6 +223,10 @@ impl From<ClientOptions> for CoreOptions {
             default_poll_ms: o.default_poll_ms,
             min_poll_ms: o.min_poll_ms,
             max_input_rounds: o.max_input_rounds.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            // Text that is no JSON stays a string, which core refuses as not an object.
+            capabilities: o
+                .capabilities
+                .map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))),
         }
     }
 }

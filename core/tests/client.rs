@@ -158,7 +158,8 @@ impl Recording {
 
 fn recording(url: &str) -> Arc<Recording> {
     Arc::new(Recording {
-        inner: HttpTransport::new(url),
+        // `ask_two` asks for roots: the client declares it can answer them.
+        inner: HttpTransport::new(url).capabilities(json!({"elicitation": {}, "roots": {}})),
         methods: Mutex::new(Vec::new()),
         listens: AtomicUsize::new(0),
         widest_listen: AtomicUsize::new(0),
@@ -359,6 +360,7 @@ async fn input_handler_answers_mrtr_rounds_and_task_requests() {
     let url = server().await;
     let client = Client::http(&url)
         .memory_store()
+        .capabilities(json!({"elicitation": {}, "roots": {}}))
         .input_handler(input_fn(|request| async move {
             Some(match request.key.as_str() {
                 "name" => json!({"action": "accept", "content": {"name": "Ada"}}),
@@ -371,6 +373,27 @@ async fn input_handler_answers_mrtr_rounds_and_task_requests() {
     assert_eq!(text(&outcome), "hello Ada");
     let outcome = task(client.call_tool("ask_two", json!({})).await.unwrap()).result().await.unwrap();
     assert!(text(&outcome).contains("first"));
+}
+
+#[tokio::test]
+async fn input_the_client_did_not_declare_is_never_asked() {
+    let url = server().await;
+    let answer = input_fn(|_request| async move { Some(json!({"action": "accept", "content": {"name": "Ada"}})) });
+    // The default declares form elicitation only: a task asking for roots is refused the ask
+    // (-32021, naming `roots`), and this tool does not catch it, so the task fails with it.
+    let client = Client::http(&url).memory_store().input_handler(answer).build().unwrap();
+    match task(client.call_tool("ask_two", json!({})).await.unwrap()).result().await.unwrap() {
+        Outcome::Failed { error } => {
+            assert_eq!(error.code, -32021);
+            assert_eq!(error.data.unwrap()["requiredCapabilities"], json!({"roots": {}}));
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    // Declaring no elicitation: the MRTR round asking for a name is -32021 instead.
+    let answer = input_fn(|_request| async move { Some(json!({"action": "accept", "content": {"name": "Ada"}})) });
+    let client = Client::http(&url).memory_store().capabilities(json!({})).input_handler(answer).build().unwrap();
+    let refused = client.call_tool("name_then_task", json!({})).await.unwrap_err();
+    assert_eq!((refused.code(), refused.class()), (-32021, "MissingCapabilityError"), "{refused:?}");
 }
 
 #[tokio::test]

@@ -19,7 +19,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, Request, Result
+from mcp_types import (
+    INVALID_REQUEST,
+    CallToolResult,
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    ElicitResult,
+    ErrorData,
+    ListRootsResult,
+    Request,
+    Result,
+    SamplingCapability,
+)
 from pydantic import BaseModel, TypeAdapter
 
 from . import _native
@@ -252,9 +263,12 @@ class TasksClient:
     when the child exits, or ``"discard"``); ``store`` ``sqlite:///path``, ``memory://``, or None
     for the default SQLite file (``$MCP_TASKS_CLIENT_DB`` or the XDG data dir); ``client_name`` and
     ``client_version`` for ``clientInfo``; ``notifications`` (listen when offered, default True);
-    ``default_poll_ms`` (1000) and ``min_poll_ms`` (100); ``max_input_rounds`` (8 MRTR rounds).
-    ``input_handler`` answers elicitation, sampling and roots requests; create the client inside
-    the event loop that should run it.
+    ``default_poll_ms`` (1000) and ``min_poll_ms`` (100); ``max_input_rounds`` (8 MRTR rounds);
+    ``capabilities``, the client capabilities every request declares besides the extension
+    (default ``{"elicitation": {}}``, form elicitation). ``input_handler`` answers elicitation,
+    sampling and roots requests: servers ask only for what a request declares, so name in
+    ``capabilities`` what it answers (``{"elicitation": {}, "sampling": {}, "roots": {}}``).
+    Create the client inside the event loop that should run it.
 
     A stdio child starts on the first call, again on the next call after it died (its listens are
     re-sent), and ends on :meth:`close` (or ``async with``): stdin closed, then SIGTERM, then
@@ -279,6 +293,7 @@ class TasksClient:
         default_poll_ms: int | None = None,
         min_poll_ms: int | None = None,
         max_input_rounds: int | None = None,
+        capabilities: Mapping[str, Any] | None = None,
         input_handler: InputHandler | None = None,
         _transport: tuple[Any, str] | None = None,
     ) -> None:
@@ -296,6 +311,8 @@ class TasksClient:
             "default_poll_ms": default_poll_ms,
             "min_poll_ms": min_poll_ms,
             "max_input_rounds": max_input_rounds,
+            # Core refuses anything but an object, with its own words.
+            "capabilities": dict(capabilities) if isinstance(capabilities, Mapping) else capabilities,
         }
         options: dict[str, Any] = {_camel(k): v for k, v in given.items() if v is not None}
         if headers:
@@ -399,7 +416,12 @@ class TasksClientExtension(ClientExtension):
       so the task neither runs on nor reappears in a later ``resume_all()``. With
       ``on_cancel="detach"`` the task keeps running and its reference stays for ``resume_all()``.
 
-    ``mcp.Client(server, extensions=[TasksClientExtension()])``
+    - With an ``input_handler``, pass :meth:`callbacks` to ``mcp.Client`` too, so it declares
+      (and answers through the handler) what the handler answers: mcp declares no elicitation
+      without its callback, and servers ask only for input a request declares.
+
+    ``mcp.Client(server, extensions=[ext], **ext.callbacks())`` with
+    ``ext = TasksClientExtension(input_handler=answer)``
     """
 
     identifier = "io.modelcontextprotocol/tasks"
@@ -413,6 +435,7 @@ class TasksClientExtension(ClientExtension):
         store: str | None = None,
         notifications: bool | None = None,
         input_handler: InputHandler | None = None,
+        capabilities: Mapping[str, Any] | None = None,
         on_task: Callable[[TaskExecution], object] | None = None,
         on_cancel: OnCancel = "cancel",
         cancel_timeout: float = 5.0,
@@ -422,9 +445,12 @@ class TasksClientExtension(ClientExtension):
         _check_handler(input_handler)
         if url is None and (headers or notifications):
             raise ValueError("headers and notifications are options of a url; a session is polled")
+        if capabilities is not None and not isinstance(capabilities, Mapping):
+            raise TypeError(f"capabilities must be a mapping, not {type(capabilities).__name__}")
         self._options: dict[str, Any] = {"store": store, "input_handler": input_handler}
+        self._capabilities = dict(capabilities) if capabilities is not None else {"elicitation": {}}
         if url is not None:
-            self._options.update(headers=headers, notifications=notifications)
+            self._options.update(headers=headers, notifications=notifications, capabilities=capabilities)
         self._url = url
         self._endpoint = endpoint
         self._session_transport = _SessionTransport()
@@ -436,6 +462,57 @@ class TasksClientExtension(ClientExtension):
 
     def settings(self) -> dict[str, Any]:
         return {}
+
+    def callbacks(self) -> dict[str, Any]:
+        """The ``mcp.Client`` keyword arguments that make it declare, and answer through
+        ``input_handler``, the input the handler answers:
+        ``mcp.Client(server, extensions=[ext], **ext.callbacks())``.
+
+        mcp declares a client capability only with its callback (``elicitation`` with an
+        ``elicitation_callback``, ``sampling``, ``roots``), and a server asks only for input the
+        request declares (the MRTR rule; mcp-tasks servers hold a task's input to its creating
+        request's), so without these a tool's elicitation is refused. They answer the MRTR rounds
+        mcp drives with the same handler (``task_id`` ``None``, ``key`` the round's key). Which
+        ones: those ``capabilities`` names (default ``{"elicitation": {}}``). Empty without a
+        handler."""
+        handler = self._options["input_handler"]
+        if handler is None:
+            return {}
+
+        async def ask(method: str, key: Any, params: BaseModel | None, model: type[BaseModel]) -> Any:
+            body = params.model_dump(by_alias=True, mode="json", exclude_none=True) if params is not None else {}
+            answer: Any = handler(InputRequest(None, str(key), method, body))
+            if inspect.isawaitable(answer):
+                answer = await answer
+            if answer is None:
+                return ErrorData(code=INVALID_REQUEST, message=f"the input handler left {method} unanswered")
+            return model.model_validate(answer.model_dump(by_alias=True) if isinstance(answer, BaseModel) else answer)
+
+        kwargs: dict[str, Any] = {}
+        if "elicitation" in self._capabilities:
+
+            async def elicit(context: Any, params: Any) -> Any:
+                return await ask("elicitation/create", context.request_id, params, ElicitResult)
+
+            kwargs["elicitation_callback"] = elicit
+        if "sampling" in self._capabilities:
+
+            async def sample(context: Any, params: Any) -> Any:
+                tools = getattr(params, "tools", None) is not None
+                model = CreateMessageResultWithTools if tools else CreateMessageResult
+                return await ask("sampling/createMessage", context.request_id, params, model)
+
+            kwargs["sampling_callback"] = sample
+            declared = self._capabilities.get("sampling")
+            if isinstance(declared, Mapping) and declared:
+                kwargs["sampling_capabilities"] = SamplingCapability.model_validate(declared)
+        if "roots" in self._capabilities:
+
+            async def roots(context: Any) -> Any:
+                return await ask("roots/list", context.request_id, None, ListRootsResult)
+
+            kwargs["list_roots_callback"] = roots
+        return kwargs
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve)]

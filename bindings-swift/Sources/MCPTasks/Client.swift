@@ -52,13 +52,18 @@ public struct ClientOptions: Sendable, Hashable {
     public var minPollMs: UInt64?
     /// The most MRTR rounds one `callTool` may take (default 8).
     public var maxInputRounds: UInt64?
+    /// The client capabilities every request declares besides the tasks extension (default
+    /// `{"elicitation": {}}`, form elicitation). Servers ask only for input a request declares:
+    /// name what the input handler answers, e.g. `["elicitation": [:], "roots": [:]]`.
+    public var capabilities: JSONValue?
 
     /// Options; every one left out takes core's default.
     public init(
         url: String? = nil, headers: [String: String] = [:], command: String? = nil, args: [String] = [],
         env: [String: String] = [:], cwd: String? = nil, stderr: StderrMode? = nil, store: TaskStore? = nil,
         clientName: String? = nil, clientVersion: String? = nil, notifications: Bool? = nil,
-        defaultPollMs: UInt64? = nil, minPollMs: UInt64? = nil, maxInputRounds: UInt64? = nil
+        defaultPollMs: UInt64? = nil, minPollMs: UInt64? = nil, maxInputRounds: UInt64? = nil,
+        capabilities: JSONValue? = nil
     ) {
         self.url = url
         self.headers = headers
@@ -74,6 +79,7 @@ public struct ClientOptions: Sendable, Hashable {
         self.defaultPollMs = defaultPollMs
         self.minPollMs = minPollMs
         self.maxInputRounds = maxInputRounds
+        self.capabilities = capabilities
     }
 
     var ffi: MCPTasksFFI.ClientOptions {
@@ -81,7 +87,7 @@ public struct ClientOptions: Sendable, Hashable {
             url: url ?? "", headers: headers, command: command, args: args, env: env, cwd: cwd,
             stderr: stderr?.rawValue, store: store?.url, clientName: clientName, clientVersion: clientVersion,
             notifications: notifications, defaultPollMs: defaultPollMs, minPollMs: minPollMs,
-            maxInputRounds: maxInputRounds)
+            maxInputRounds: maxInputRounds, capabilities: capabilities?.jsonText)
     }
 }
 

@@ -2656,6 +2656,12 @@ public struct ClientOptions: Equatable, Hashable {
      * The most MRTR rounds one `call_tool` may take (default 8).
      */
     public var maxInputRounds: UInt64?
+    /**
+     * The client capabilities every request declares besides the tasks extension, a JSON
+     * object as text (default `{"elicitation": {}}`, form elicitation). Servers ask only for
+     * input a request declares: name what the input handler answers.
+     */
+    public var capabilities: String?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2705,7 +2711,12 @@ public struct ClientOptions: Equatable, Hashable {
          */minPollMs: UInt64? = nil, 
         /**
          * The most MRTR rounds one `call_tool` may take (default 8).
-         */maxInputRounds: UInt64? = nil) {
+         */maxInputRounds: UInt64? = nil, 
+        /**
+         * The client capabilities every request declares besides the tasks extension, a JSON
+         * object as text (default `{"elicitation": {}}`, form elicitation). Servers ask only for
+         * input a request declares: name what the input handler answers.
+         */capabilities: String? = nil) {
         self.url = url
         self.headers = headers
         self.command = command
@@ -2720,6 +2731,7 @@ public struct ClientOptions: Equatable, Hashable {
         self.defaultPollMs = defaultPollMs
         self.minPollMs = minPollMs
         self.maxInputRounds = maxInputRounds
+        self.capabilities = capabilities
     }
 
     
@@ -2751,7 +2763,8 @@ public struct FfiConverterTypeClientOptions: FfiConverterRustBuffer {
                 notifications: FfiConverterOptionBool.read(from: &buf), 
                 defaultPollMs: FfiConverterOptionUInt64.read(from: &buf), 
                 minPollMs: FfiConverterOptionUInt64.read(from: &buf), 
-                maxInputRounds: FfiConverterOptionUInt64.read(from: &buf)
+                maxInputRounds: FfiConverterOptionUInt64.read(from: &buf), 
+                capabilities: FfiConverterOptionString.read(from: &buf)
         )
     }
 
@@ -2770,6 +2783,7 @@ public struct FfiConverterTypeClientOptions: FfiConverterRustBuffer {
         FfiConverterOptionUInt64.write(value.defaultPollMs, into: &buf)
         FfiConverterOptionUInt64.write(value.minPollMs, into: &buf)
         FfiConverterOptionUInt64.write(value.maxInputRounds, into: &buf)
+        FfiConverterOptionString.write(value.capabilities, into: &buf)
     }
 }
 

@@ -219,7 +219,7 @@ final class OfflineTests: XCTestCase {
             "url": \.url, "headers": \.headers, "command": \.command, "args": \.args, "env": \.env, "cwd": \.cwd,
             "stderr": \.stderr, "store": \.store, "client_name": \.clientName, "client_version": \.clientVersion,
             "notifications": \.notifications, "default_poll_ms": \.defaultPollMs, "min_poll_ms": \.minPollMs,
-            "max_input_rounds": \.maxInputRounds,
+            "max_input_rounds": \.maxInputRounds, "capabilities": \.capabilities,
         ]
         XCTAssertEqual(options.keys.sorted(), manifest["client_options"]?.arrayValue?.compactMap(\.stringValue).sorted())
         let outcomes: [Outcome] = [.completed(nil), .failed(TaskError(code: 1, message: "m")), .cancelled, .gone, .expired]

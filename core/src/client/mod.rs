@@ -372,6 +372,18 @@ pub struct ClientOptions {
     pub min_poll_ms: Option<u64>,
     /// The most MRTR rounds one `tools/call` may take (default 8).
     pub max_input_rounds: Option<usize>,
+    /// The client capabilities every request declares besides the tasks extension (default
+    /// [`default_capabilities`]: form elicitation). Servers ask only for input a request
+    /// declares, so declare what the input handler answers (`sampling`, `roots`,
+    /// `elicitation.url`). A JSON object.
+    pub capabilities: Option<Value>,
+}
+
+/// The client capabilities a client declares unless told otherwise: `{"elicitation": {}}`, form
+/// elicitation, which a person at the client can answer (by the input handler, or through
+/// [`TaskExecution::answer`]).
+pub fn default_capabilities() -> Value {
+    json!({"elicitation": {}})
 }
 
 impl ClientOptions {
@@ -391,6 +403,7 @@ impl ClientOptions {
         "defaultPollMs",
         "minPollMs",
         "maxInputRounds",
+        "capabilities",
     ];
 
     /// A builder configured from these options: HTTP when `url` is given, stdio when `command`
@@ -455,6 +468,11 @@ impl ClientOptions {
         });
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
+        }
+        match self.capabilities {
+            Some(capabilities @ Value::Object(_)) => builder = builder.capabilities(capabilities),
+            Some(_) => return Err(ClientError::InvalidOptions("capabilities must be a JSON object".into())),
+            None => {}
         }
         if self.client_name.is_some() || self.client_version.is_some() {
             builder = builder.client_info(
@@ -533,6 +551,16 @@ impl ClientBuilder {
             Some(path) => self.sqlite_store(path),
             None => Err(ClientError::InvalidStoreUrl(url.to_owned())),
         }
+    }
+
+    /// Sets the client capabilities every request declares besides the tasks extension (the
+    /// built-in transports; a given [`Transport`] sets its own). The default is
+    /// [`default_capabilities`]; declare what the input handler answers.
+    #[must_use]
+    pub fn capabilities(mut self, capabilities: Value) -> Self {
+        self.http = self.http.map(|h| h.capabilities(capabilities.clone()));
+        self.stdio = self.stdio.map(|s| s.capabilities(capabilities));
+        self
     }
 
     /// Answers input requests with `handler`.

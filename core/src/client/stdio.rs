@@ -290,7 +290,7 @@ impl StdioTransport {
                 closed: AtomicBool::new(false),
             }),
             endpoint,
-            capabilities: json!({"elicitation": {}}),
+            capabilities: super::default_capabilities(),
             client_info: json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")}),
         }
     }
@@ -304,7 +304,7 @@ impl StdioTransport {
     }
 
     /// Sets the client capabilities declared besides the tasks extension (default
-    /// `{"elicitation": {}}`), as [`Self::client_info`] does.
+    /// [`super::default_capabilities`]), as [`Self::client_info`] does.
     #[must_use]
     pub fn capabilities(mut self, capabilities: Value) -> Self {
         self.capabilities = capabilities;

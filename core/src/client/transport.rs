@@ -100,7 +100,7 @@ impl HttpTransport {
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
         let url = url.into();
-        let capabilities = json!({"elicitation": {}});
+        let capabilities = super::default_capabilities();
         let client_info = json!({"name": "mcp-tasks", "version": env!("CARGO_PKG_VERSION")});
         Self {
             http,
@@ -124,7 +124,7 @@ impl HttpTransport {
     }
 
     /// Sets the client capabilities declared besides the tasks extension (default
-    /// `{"elicitation": {}}`).
+    /// [`super::default_capabilities`]).
     #[must_use]
     pub fn capabilities(mut self, capabilities: Value) -> Self {
         self.capabilities = capabilities;
