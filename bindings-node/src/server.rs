@@ -597,13 +597,7 @@ pub fn serve_limits() -> String {
 #[napi]
 pub fn refusal_response(kind: String, limits_json: String) -> napi::Result<String> {
     use mcp_tasks::limits::{Refusal, ServeLimits};
-    let refusal = match kind.as_str() {
-        "header_timeout" => Refusal::HeaderTimeout,
-        "body_timeout" => Refusal::BodyTimeout,
-        "headers_too_large" => Refusal::HeadersTooLarge,
-        "malformed" => Refusal::Malformed,
-        other => return Err(invalid(format!("refusal {other:?} is not one core knows"))),
-    };
+    let refusal: Refusal = kind.parse().map_err(invalid)?;
     Ok(refusal.response(&ServeLimits::from_json(&parse_json("limits", &limits_json)?)))
 }
 

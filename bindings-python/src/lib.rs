@@ -264,15 +264,7 @@ fn serve_limits(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 #[pyfunction]
 fn refusal_response(kind: &str, limits: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     use mcp_tasks::limits::{Refusal, ServeLimits};
-    let refusal = match kind {
-        "header_timeout" => Refusal::HeaderTimeout,
-        "body_timeout" => Refusal::BodyTimeout,
-        "headers_too_large" => Refusal::HeadersTooLarge,
-        "malformed" => Refusal::Malformed,
-        other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!("refusal {other:?} is not one core knows")));
-        }
-    };
+    let refusal: Refusal = kind.parse().map_err(pyo3::exceptions::PyValueError::new_err)?;
     Ok(refusal.response(&ServeLimits::from_json(&from_py("limits", limits)?)).into_bytes())
 }
 

@@ -116,6 +116,22 @@ pub enum Refusal {
     Malformed,
 }
 
+impl std::str::FromStr for Refusal {
+    type Err = String;
+
+    /// A refusal by the name the Python and TypeScript servers report it with: `header_timeout`,
+    /// `body_timeout`, `headers_too_large` or `malformed`.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "header_timeout" => Ok(Self::HeaderTimeout),
+            "body_timeout" => Ok(Self::BodyTimeout),
+            "headers_too_large" => Ok(Self::HeadersTooLarge),
+            "malformed" => Ok(Self::Malformed),
+            other => Err(format!("refusal {other:?} is not one core knows")),
+        }
+    }
+}
+
 impl Refusal {
     /// The answer to it: the HTTP status and its body, the table's JSON-RPC error (no id: the
     /// request was never read), or nothing for [`Refusal::Malformed`]. Bytes that are no HTTP
@@ -159,6 +175,20 @@ impl Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_by_name() {
+        for refusal in [Refusal::HeaderTimeout, Refusal::BodyTimeout, Refusal::HeadersTooLarge, Refusal::Malformed] {
+            let name = match refusal {
+                Refusal::HeaderTimeout => "header_timeout",
+                Refusal::BodyTimeout => "body_timeout",
+                Refusal::HeadersTooLarge => "headers_too_large",
+                Refusal::Malformed => "malformed",
+            };
+            assert_eq!(name.parse::<Refusal>(), Ok(refusal));
+        }
+        assert_eq!("slow".parse::<Refusal>(), Err("refusal \"slow\" is not one core knows".to_owned()));
+    }
 
     #[test]
     fn bytes_that_are_no_http_request_get_an_empty_400_as_from_hyper() {
