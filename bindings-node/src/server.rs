@@ -14,10 +14,9 @@ use mcp_tasks::engine::{
 use mcp_tasks::protocol::negotiation::{self, TaskMode};
 use mcp_tasks::protocol::request_state;
 use mcp_tasks::protocol::server::{
-    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, READ_HEADERS, REQUEST_STATE_TTL_MS, Reply, ReplyTo,
-    Route, Routed, ToolCallRoute, call_request, input_required_result,
+    CallAnswer, Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, READ_HEADERS, REQUEST_STATE_TTL_MS,
+    Reply, ReplyTo, Route, Routed, ToolCallRoute, call_request, input_required_result, read_call_answer,
 };
-use mcp_tasks::protocol::types::META_SERVER_INFO;
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
 use mcp_tasks::{Engine, EngineError};
 use napi::bindgen_prelude::{Buffer, BufferSlice, Either, Either3};
@@ -937,8 +936,7 @@ impl NativeTask {
     pub fn settle(&self, response: BufferSlice<'_>) -> napi::Result<Either<Option<String>, Settling>> {
         // The bytes as the SDK sent them, read in place (no UTF-16 round trip through a
         // JavaScript string, no copy): parsed here, before the work that may go on later.
-        let answer = serde_json::from_slice::<SdkAnswer>(&response)
-            .map_err(|e| RpcError::internal(format!("the SDK's answer is not JSON: {e}")));
+        let answer = read_call_answer(&response);
         let future = settle(self.handle.clone(), Arc::clone(&self.ctx), answer);
         Ok(match now_or_spawn(&self.runtime, future) {
             Finishing::Done(result) => Either::A(result?),
@@ -982,34 +980,11 @@ impl NativeTask {
     }
 }
 
-/// The SDK's answer to a `tools/call` exchange, as much of it as settling reads: the result's
-/// members are taken whole, not copied out of a parsed message.
-#[derive(serde::Deserialize)]
-struct SdkAnswer {
-    #[serde(default)]
-    result: Option<Value>,
-    #[serde(default)]
-    error: Option<SdkError>,
-}
-
-/// A JSON-RPC error the SDK answered. Its members are read as any JSON, so a malformed one still
-/// fails the task with what can be read (a code that is not an integer becomes -32603, a message
-/// that is not a string the default), rather than as an unreadable answer.
-#[derive(serde::Deserialize)]
-struct SdkError {
-    #[serde(default)]
-    code: Value,
-    #[serde(default)]
-    message: Value,
-    #[serde(default)]
-    data: Option<Value>,
-}
-
-/// [`NativeTask::settle`]'s work.
+/// [`NativeTask::settle`]'s work: what core read in the SDK's answer, done to the task.
 async fn settle(
     handle: TaskHandle,
     slot: Arc<parking_lot::Mutex<Option<TaskContext>>>,
-    answer: Result<SdkAnswer, RpcError>,
+    answer: CallAnswer,
 ) -> napi::Result<Option<String>> {
     // The context is taken only to end the task; an input round leaves it for the next round.
     let take = || slot.lock().take();
@@ -1019,50 +994,24 @@ async fn settle(
             None => Ok(None),
         }
     };
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(error) => return fail(take(), error).await,
-    };
-    if let Some(error) = answer.error {
-        let message = error.message.as_str().unwrap_or("the tool failed").to_owned();
-        let mut rpc = RpcError::new(error.code.as_i64().unwrap_or(-32603), message);
-        if let Some(data) = error.data {
-            rpc = rpc.with_data(data);
+    match answer {
+        CallAnswer::Failed(error) => fail(take(), error).await,
+        CallAnswer::InputRequired { input_requests, request_state } => {
+            match handle.request_input(input_requests).await {
+                Ok(answers) => Ok(Some(CallAnswer::next_round(request_state, answers).to_string())),
+                // Input the creating request's client cannot answer (-32021): the round cannot go
+                // on, so the task fails with that error, naming what is missing.
+                Err(EngineError::Protocol(e)) => fail(take(), e.to_rpc()).await,
+                Err(e) => Err(engine_error(e)),
+            }
         }
-        return fail(take(), rpc).await;
-    }
-    let Some(Value::Object(mut result)) = answer.result else {
-        return fail(take(), RpcError::internal("the SDK answered neither a result nor an error")).await;
-    };
-    if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-        let requests = match result.remove("inputRequests") {
-            Some(Value::Object(requests)) => requests,
-            _ => serde_json::Map::new(),
-        };
-        let answers = match handle.request_input(requests).await {
-            Ok(answers) => answers,
-            // Input the creating request's client cannot answer (-32021): the round cannot go
-            // on, so the task fails with that error, naming what is missing.
-            Err(EngineError::Protocol(e)) => return fail(take(), e.to_rpc()).await,
-            Err(e) => return Err(engine_error(e)),
-        };
-        let mut next = serde_json::json!({ "inputResponses": answers });
-        if let Some(state) = result.remove("requestState").filter(Value::is_string) {
-            next["requestState"] = state;
-        }
-        return Ok(Some(next.to_string()));
-    }
-    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
-        meta.remove(META_SERVER_INFO);
-        if meta.is_empty() {
-            result.remove("_meta");
+        CallAnswer::Complete(result) => {
+            if let Some(ctx) = take() {
+                ctx.complete(result).await.map_err(engine_error)?;
+            }
+            Ok(None)
         }
     }
-    let ctx = take();
-    if let Some(ctx) = ctx {
-        ctx.complete(Value::Object(result)).await.map_err(engine_error)?;
-    }
-    Ok(None)
 }
 
 /// One `subscriptions/listen` stream for tasks, framed by core as SSE events: send `ack`, then

@@ -858,6 +858,97 @@ pub fn call_request(tool: &str, call: &StoredCall, id: u64) -> (Vec<(&'static st
     (headers, json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
 }
 
+/// What an SDK's answer to a [`call_request`] exchange means for the task that ran it
+/// ([`read_call_answer`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallAnswer {
+    /// The tool's `CallToolResult` (an `isError` one included): complete the task with it.
+    Complete(Value),
+    /// A JSON-RPC error: fail the task with it.
+    Failed(RpcError),
+    /// The tool asked for input (`resultType: "input_required"`): the task waits for these, and
+    /// the next exchange carries the answers ([`CallAnswer::next_round`]).
+    InputRequired {
+        /// The requests to put in the task's `inputRequests`.
+        input_requests: InputRequests,
+        /// The `requestState` to send back with the answers, when the tool gave one.
+        request_state: Option<Value>,
+    },
+}
+
+impl CallAnswer {
+    /// The `tools/call` params that carry `answers` (and the round's `requestState`) into the
+    /// next exchange: `{"inputResponses", "requestState"?}`.
+    pub fn next_round(request_state: Option<Value>, answers: InputResponses) -> Value {
+        let mut next = json!({ "inputResponses": answers });
+        if let Some(state) = request_state {
+            next["requestState"] = state;
+        }
+        next
+    }
+}
+
+/// An SDK's JSON-RPC answer to a [`call_request`] exchange, as much of it as settling reads:
+/// the result's members are taken whole, not copied out of a parsed message.
+#[derive(serde::Deserialize)]
+struct SdkAnswer {
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<SdkError>,
+}
+
+/// A JSON-RPC error an SDK answered. Its members are read as any JSON, so a malformed one still
+/// fails the task with what can be read (a code that is not an integer becomes -32603, a message
+/// that is not a string the default), rather than as an unreadable answer.
+#[derive(serde::Deserialize)]
+struct SdkError {
+    #[serde(default)]
+    code: Value,
+    #[serde(default)]
+    message: Value,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+/// Reads the bytes an SDK answered a [`call_request`] exchange with (the adapter whose tool code
+/// runs behind an SDK's own handler: the TypeScript server): a result completes the task
+/// (without the `serverInfo` stamp an SDK puts on every result, which describes the exchange,
+/// not the tool's result), an error fails it, an `input_required` result asks for input. Bytes
+/// that are no JSON, or a message with neither a result nor an error, fail it with -32603.
+pub fn read_call_answer(bytes: &[u8]) -> CallAnswer {
+    let answer = match serde_json::from_slice::<SdkAnswer>(bytes) {
+        Ok(answer) => answer,
+        Err(e) => return CallAnswer::Failed(RpcError::internal(format!("the SDK's answer is not JSON: {e}"))),
+    };
+    if let Some(error) = answer.error {
+        let message = error.message.as_str().unwrap_or("the tool failed").to_owned();
+        let mut rpc = RpcError::new(error.code.as_i64().unwrap_or(-32603), message);
+        if let Some(data) = error.data {
+            rpc = rpc.with_data(data);
+        }
+        return CallAnswer::Failed(rpc);
+    }
+    let Some(Value::Object(mut result)) = answer.result else {
+        return CallAnswer::Failed(RpcError::internal("the SDK answered neither a result nor an error"));
+    };
+    if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+        let input_requests = match result.remove("inputRequests") {
+            Some(Value::Object(requests)) => requests,
+            _ => Map::new(),
+        };
+        let request_state = result.remove("requestState").filter(Value::is_string);
+        return CallAnswer::InputRequired { input_requests, request_state };
+    }
+    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+        meta.remove(META_SERVER_INFO);
+        if meta.is_empty() {
+            result.remove("_meta");
+        }
+    }
+    CallAnswer::Complete(Value::Object(result))
+}
+
 /// The messages of one `subscriptions/listen` stream, each stamped with the subscription id
 /// (the listen request's id): the acknowledgement first (only the ids the caller may see),
 /// then `notifications/tasks` with the full `DetailedTask` on every change, then, once every
@@ -1237,5 +1328,37 @@ mod tests {
         assert_eq!(ack["params"]["_meta"][crate::META_SUBSCRIPTION_ID], 9);
         assert_eq!(ack["params"]["notifications"]["taskIds"], json!(["a"]));
         assert_eq!(frames.close()["result"]["resultType"], "complete");
+    }
+
+    #[test]
+    fn an_sdk_answer_settles_its_task() {
+        let read = |v: Value| read_call_answer(v.to_string().as_bytes());
+        // A result completes it, without the stamp that describes the exchange.
+        let stamped = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "resultType": "complete",
+            "_meta": {META_SERVER_INFO: {"name": "sdk"}}}});
+        assert_eq!(read(stamped), CallAnswer::Complete(json!({"content": [], "resultType": "complete"})));
+        let kept =
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "_meta": {"mine": 1, META_SERVER_INFO: {}}}});
+        assert_eq!(read(kept), CallAnswer::Complete(json!({"content": [], "_meta": {"mine": 1}})));
+        // An error fails it with what can be read.
+        let error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad", "data": {"x": 1}}});
+        assert_eq!(read(error), CallAnswer::Failed(RpcError::new(-32602, "bad").with_data(json!({"x": 1}))));
+        let odd = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": "x", "message": 3}});
+        assert_eq!(read(odd), CallAnswer::Failed(RpcError::new(-32603, "the tool failed")));
+        // An input round asks; its state comes back with the answers.
+        let round = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required",
+            "inputRequests": {"k": {"method": "roots/list"}}, "requestState": "s"}});
+        let CallAnswer::InputRequired { input_requests, request_state } = read(round) else { panic!("a round") };
+        assert_eq!(Value::Object(input_requests), json!({"k": {"method": "roots/list"}}));
+        let mut answers = Map::new();
+        answers.insert("k".into(), json!({"roots": []}));
+        assert_eq!(
+            CallAnswer::next_round(request_state, answers),
+            json!({"inputResponses": {"k": {"roots": []}}, "requestState": "s"})
+        );
+        // Neither, or no JSON: a server fault.
+        for bytes in [&b"{}"[..], b"not json"] {
+            assert!(matches!(read_call_answer(bytes), CallAnswer::Failed(e) if e.code == -32603));
+        }
     }
 }
