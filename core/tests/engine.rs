@@ -683,7 +683,8 @@ async fn input_is_checked_against_the_creating_requests_capabilities() {
         rig.engine.cancel("p", &created.task.task_id).await.unwrap();
         assert!(matches!(work.await.unwrap(), Err(EngineError::Cancelled)));
 
-        // Bound by the engine from a resumable task's stored call, and again when a worker claims it.
+        // A resumable task's stored call keeps the envelope; the worker that claims the task is
+        // bound to it by the engine.
         let options = TaskOptions { resume: Some(Resume { max_attempts: 2, backoff_ms: 0 }), ..TaskOptions::default() };
         let call = StoredCall { envelope: Some(envelope(json!({"roots": {}}))), ..StoredCall::default() };
         let (created, ctx) = rig.engine.create_task_for("p", "tool", options, Some(call.clone())).await.unwrap();

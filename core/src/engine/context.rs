@@ -59,9 +59,9 @@ impl TaskContext {
 
     /// Binds the task to the `_meta` envelope of the request that created it, so
     /// [`TaskHandle::request_input`] refuses input its client did not declare it can answer. The
-    /// engine binds it itself when it has the call (a resumable task's, a worker's); a host binds
-    /// it for the others before handing the context to the work. A task created without its
-    /// request ([`Engine::create_task`]) has nothing to check input against.
+    /// host that created the task binds it, with the envelope it already holds, before handing the
+    /// context to the work; the engine binds a claimed task's itself, from its stored call. A task
+    /// whose creator binds none has nothing to check input against.
     pub fn bind_envelope(&mut self, envelope: Arc<Envelope>) {
         self.handle.envelope = Some(envelope);
     }

@@ -629,8 +629,7 @@ impl Engine {
 
     /// [`Engine::create_task`] keeping the call with the task when the tool is resumable
     /// (`options.resume`), so a later attempt can run it again after this process dies. Without
-    /// `resume`, or without a call, the task fails as before when its worker dies. The call's
-    /// envelope, when it has one, is bound to the context ([`TaskContext::bind_envelope`]).
+    /// `resume`, or without a call, the task fails as before when its worker dies.
     pub async fn create_task_for(
         &self,
         principal: &str,
@@ -639,8 +638,6 @@ impl Engine {
         call: Option<StoredCall>,
     ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
         let mut record = self.new_record(principal, tool, options);
-        // The call's envelope is the creating request's: input is checked against it.
-        let envelope = call.as_ref().and_then(|c| c.envelope.clone()).map(|e| self.share_envelope(e));
         if let (Some(resume), Some(call)) = (options.resume, call) {
             record.resume = Some(resume);
             record.call = Some(Box::new(call));
@@ -651,7 +648,7 @@ impl Engine {
         self.inner.live.lock().tasks.insert(Arc::clone(&live.id), Arc::clone(&live));
         self.inner.listeners.publish(&record);
         let result = CreateTaskResult { result_type: ResultType::Task, task: record.to_task() };
-        Ok((result, TaskContext::new(self.clone(), live, envelope)))
+        Ok((result, TaskContext::new(self.clone(), live, None)))
     }
 
     /// Creates a task that waits for a worker instead of running here: stored durably with its
