@@ -258,6 +258,13 @@ fn serve_limits(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     pythonize::pythonize(py, &mcp_tasks::limits::ServeLimits::default().to_json()).map_err(PyErr::from)
 }
 
+/// The client capabilities a client declares unless told otherwise (core's
+/// `default_capabilities`: form elicitation), as a dict.
+#[pyfunction]
+fn default_capabilities(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    pythonize::pythonize(py, &mcp_tasks::client::default_capabilities()).map_err(PyErr::from)
+}
+
 /// The whole HTTP/1.1 response to a connection the HTTP server refused before any request
 /// reached core (`kind`: `header_timeout`, `body_timeout`, `headers_too_large` or `malformed`)
 /// under `limits` (a dict as `serve_limits()` gives it): written as it is, then it closes.
@@ -285,6 +292,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;
     m.add_function(wrap_pyfunction!(admin_main, m)?)?;
     m.add_function(wrap_pyfunction!(serve_limits, m)?)?;
+    m.add_function(wrap_pyfunction!(default_capabilities, m)?)?;
     m.add_function(wrap_pyfunction!(refusal_response, m)?)?;
     m.add("ERROR_CLASSES", error::error_classes(m.py())?)?;
     m.add("ERROR_TABLE", error::error_table(m.py())?)?;

@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "SseListen", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "outcome_result", "prepare_exit", "refusal_response", "serve_limits"]
+__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "SseListen", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "default_capabilities", "outcome_result", "prepare_exit", "refusal_response", "serve_limits"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -217,4 +217,5 @@ def admin_main(argv: list[str]) -> int: ...
 ERROR_CLASSES: list[dict[str, Any]]
 ERROR_TABLE: list[dict[str, Any]]
 def serve_limits() -> dict[str, int]: ...
+def default_capabilities() -> dict[str, Any]: ...
 def refusal_response(kind: str, limits: Mapping[str, Any]) -> bytes: ...

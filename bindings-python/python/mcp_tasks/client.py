@@ -448,7 +448,7 @@ class TasksClientExtension(ClientExtension):
         if capabilities is not None and not isinstance(capabilities, Mapping):
             raise TypeError(f"capabilities must be a mapping, not {type(capabilities).__name__}")
         self._options: dict[str, Any] = {"store": store, "input_handler": input_handler}
-        self._capabilities = dict(capabilities) if capabilities is not None else {"elicitation": {}}
+        self._capabilities = dict(capabilities) if capabilities is not None else _native.default_capabilities()
         if url is not None:
             self._options.update(headers=headers, notifications=notifications, capabilities=capabilities)
         self._url = url
