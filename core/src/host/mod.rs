@@ -7,6 +7,7 @@
 //! revision has no sessions
 //! (<https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http>).
 
+mod delegate;
 mod serve;
 mod stdio;
 mod tools;
@@ -21,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use sha2::Digest;
 
+pub use delegate::{Delegate, PrepareFn};
 pub use serve::{BodyTimeout, ServeLimits, default_max_connections, serve_with};
 pub use stdio::STDIO_PRINCIPAL;
 pub use tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler, error_result, handler_fn, text_result};
@@ -56,6 +58,7 @@ pub struct HostBuilder {
     config: DispatcherConfig,
     state_key: Vec<u8>,
     execution: Execution,
+    delegate: Option<Arc<dyn Delegate>>,
 }
 
 impl HostBuilder {
@@ -104,6 +107,19 @@ impl HostBuilder {
         self
     }
 
+    /// Puts the host in front of another MCP server (an SDK's own service): what is not the
+    /// extension's traffic goes to it unchanged, synchronous calls included, and the tools of
+    /// tasks it runs are registered with [`Tool::delegated`]. `server/discover` and
+    /// `tools/list` are then the delegate's to answer, so its server advertises the extension.
+    #[must_use]
+    pub fn delegate(mut self, delegate: Arc<dyn Delegate>) -> Self {
+        self.config.delegate = true;
+        // A tool registered with no mode of its own is the delegate's, run synchronously.
+        self.config.default_mode = Some(TaskMode::Forbidden);
+        self.delegate = Some(delegate);
+        self
+    }
+
     /// Builds the host.
     pub fn build(self) -> Host {
         let mut dispatcher = Dispatcher::new(self.config);
@@ -118,6 +134,7 @@ impl HostBuilder {
                 dispatcher,
                 state_key: self.state_key,
                 execution: self.execution,
+                delegate: self.delegate,
             }),
         }
     }
@@ -130,6 +147,8 @@ struct Inner {
     dispatcher: Dispatcher,
     state_key: Vec<u8>,
     execution: Execution,
+    /// The server behind this host, when it is in front of one.
+    delegate: Option<Arc<dyn Delegate>>,
 }
 
 /// The HTTP host. Cheap to clone.
@@ -154,6 +173,7 @@ impl Host {
             config: DispatcherConfig::default(),
             state_key: crate::clock::random_key(),
             execution: Execution::Local,
+            delegate: None,
         }
     }
 
@@ -222,12 +242,36 @@ impl Host {
         let pairs: Vec<(&str, &str)> = texts.iter().map(|(n, v)| (*n, v.as_ref())).collect();
         let request = HttpRequest { method: parts.method.as_str(), headers: Headers(&pairs), body: bytes.as_deref() };
         let principal = (self.inner.principal)(&parts);
-        match dispatcher.handle_http(&request, principal.as_deref()) {
+        let Some(delegate) = &self.inner.delegate else {
+            return match dispatcher.handle_http(&request, principal.as_deref()) {
+                Decision::Reply(reply) => http_reply(reply),
+                Decision::Route(routed) => self.perform(routed).await,
+                // Without a delegate the dispatcher is built without `delegate`.
+                Decision::Delegate | Decision::DelegateCall { .. } => {
+                    unreachable!("a host with nothing behind it never delegates")
+                }
+            };
+        };
+        match dispatcher.handle_http_with(&request, principal.as_deref(), &|tool| delegate.serves_tool(tool)) {
             Decision::Reply(reply) => http_reply(reply),
             Decision::Route(routed) => self.perform(routed).await,
-            // This host builds its dispatcher without `delegate`: there is no SDK behind it.
             Decision::Delegate | Decision::DelegateCall { .. } => {
-                unreachable!("the axum host's dispatcher never delegates")
+                // A request core took that the SDK would refuse by a narrower reading (an
+                // Accept of `*/*` or of one media type, an id past i64) goes to it in the form
+                // it reads, and its answer to the client in core's framing.
+                let reframe = dispatcher.reply_to(&request).filter(|reply| {
+                    !delegate::names_both_media_types(&parts.headers) || delegate::id_out_of_range(&reply.id)
+                });
+                drop(texts);
+                let Some(reply) = reframe else {
+                    let body = bytes.map_or_else(Body::empty, Body::from);
+                    return delegate.serve(http::Request::from_parts(parts, body)).await;
+                };
+                let body = delegate::with_plain_id(bytes.as_deref().unwrap_or_default(), &reply.id);
+                let mut request = http::Request::from_parts(parts, Body::from(body));
+                request.headers_mut().insert(header::ACCEPT, HeaderValue::from_static(delegate::BOTH_MEDIA_TYPES));
+                request.headers_mut().remove(header::CONTENT_LENGTH);
+                delegate::reframed(delegate.serve(request).await, &reply).await
             }
         }
     }

@@ -1,0 +1,182 @@
+//! An rmcp server behind [`DurableServer`], followed by an rmcp client through [`RmcpTransport`]:
+//! a task created durably and run through rmcp's handler, its status message, the tool's own MRTR
+//! round turned into the task's input, a cancel that reaches the tool, a panic that fails the
+//! task, a synchronous call and an unknown tool left to rmcp's tools.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mcp_tasks::client::{Client, Execution, TaskExecution, input_fn};
+use mcp_tasks::engine::Engine;
+use mcp_tasks::protocol::TaskMode;
+use mcp_tasks::protocol::client::{CancelMode, Outcome};
+use mcp_tasks::store::MemoryStore;
+use mcp_tasks_rmcp::{DurableServer, RmcpTransport, TaskRun};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::InputResponses;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock, ErrorData, InputRequest,
+    InputRequiredResult, JsonObject, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServerHandler, tool, tool_handler, tool_router};
+use serde_json::{Value, json};
+
+#[derive(Clone)]
+struct Tools {
+    tool_router: ToolRouter<Self>,
+    /// Set when `slow` saw its task cancelled.
+    saw_cancel: Arc<AtomicBool>,
+}
+
+fn text(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text.into())])
+}
+
+#[tool_router]
+impl Tools {
+    // docs:begin tool
+    #[tool(description = "Sleeps `ms`, saying so in its status; stops when its task is cancelled.")]
+    async fn slow(&self, args: JsonObject, context: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(50);
+        let Some(task) = TaskRun::of(&context) else {
+            return Ok(text(format!("slept {ms} ms synchronously")));
+        };
+        task.set_status_message(format!("sleeping {ms} ms")).await?;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(text(format!("slept {ms} ms"))),
+            () = task.cancelled() => {
+                self.saw_cancel.store(true, Ordering::SeqCst);
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+        }
+    }
+    // docs:end tool
+
+    #[tool(description = "Asks a question the MRTR way (an input_required result), then answers.")]
+    async fn ask(&self, InputResponses(responses): InputResponses) -> Result<CallToolResponse, ErrorData> {
+        match responses.as_ref().and_then(|r| r.get("ok")) {
+            Some(answer) => Ok(CallToolResponse::Complete(text(format!("ok = {}", answer["content"]["ok"])))),
+            None => {
+                let request: InputRequest = serde_json::from_value(json!({"method": "elicitation/create",
+                    "params": {"mode": "form", "message": "Go on?",
+                    "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}))
+                .unwrap();
+                let requests = [("ok".to_owned(), request)].into_iter().collect();
+                Ok(CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some("round-1".into()))))
+            }
+        }
+    }
+
+    #[tool(description = "Panics.")]
+    async fn boom(&self) -> Result<CallToolResult, ErrorData> {
+        panic!("boom")
+    }
+
+    #[tool(description = "Echoes synchronously.")]
+    async fn echo(&self, args: JsonObject) -> Result<CallToolResult, ErrorData> {
+        Ok(text(Value::Object(args).to_string()))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+    }
+}
+
+/// The rmcp server behind core on a loopback port: its URL, and the flag `slow` sets.
+async fn durable() -> (String, Arc<AtomicBool>) {
+    let engine = Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let tools = Tools { tool_router: Tools::tool_router(), saw_cancel: Arc::clone(&saw_cancel) };
+    // docs:begin durable
+    let host = DurableServer::new(engine, move || Ok(tools.clone()))
+        .task_tool("slow", |t| t.poll_interval_ms(20))
+        .task_tool("ask", |t| t.mode(TaskMode::Required).poll_interval_ms(20))
+        .task_tool("boom", |t| t.poll_interval_ms(20))
+        .build();
+    let _executor = host.spawn_executor(); // resumable tasks a dead process left
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let router = host.router("/mcp").merge(host.metrics_router("/metrics"));
+    tokio::spawn(async move { mcp_tasks::host::serve(listener, router, std::future::pending()).await.unwrap() });
+    // docs:end durable
+    (url, saw_cancel)
+}
+
+async fn rmcp_client(url: &str) -> RunningService<RoleClient, ClientConfig> {
+    let capabilities: ClientCapabilities =
+        serde_json::from_value(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}))
+            .unwrap();
+    let mut config = ClientConfig::default();
+    config.capabilities = capabilities;
+    let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
+    config
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+        )
+        .await
+        .expect("the rmcp client starts")
+}
+
+fn task(execution: Execution) -> TaskExecution {
+    match execution {
+        Execution::Task(task) => task,
+        Execution::Immediate(result) => panic!("expected a task, got {result}"),
+    }
+}
+
+fn text_of(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Completed { result } => result["content"][0]["text"].as_str().unwrap_or("").to_owned(),
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler() {
+    let (url, saw_cancel) = durable().await;
+    let rmcp = rmcp_client(&url).await;
+    let answer = input_fn(|_request| async move { Some(json!({"action": "accept", "content": {"ok": true}})) });
+    let transport = Arc::new(RmcpTransport::new(rmcp.peer().clone(), url.clone()));
+    let client = Client::with_transport(transport).memory_store().input_handler(answer).build().unwrap();
+
+    // A task made by core, its tool run by rmcp's handler, polled to its result.
+    let execution = task(client.call_tool("slow", json!({"ms": 100})).await.unwrap());
+    assert_eq!(text_of(&execution.result().await.unwrap()), "slept 100 ms");
+    // The tool's own MRTR round becomes the task's input; the answer goes back to the tool.
+    let execution = task(client.call_tool("ask", json!({})).await.unwrap());
+    assert_eq!(text_of(&execution.result().await.unwrap()), "ok = true");
+    // A panicking rmcp tool fails its task; nothing is left working.
+    match task(client.call_tool("boom", json!({})).await.unwrap()).result().await.unwrap() {
+        Outcome::Failed { error } => assert_eq!(error.code, -32603, "{error:?}"),
+        other => panic!("expected failed, got {other:?}"),
+    }
+    // A cancel ends the task cancelled and reaches the tool.
+    let execution = task(client.call_tool("slow", json!({"ms": 60_000})).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    execution.cancel(CancelMode::Stop).unwrap();
+    assert_eq!(execution.result().await.unwrap(), Outcome::Cancelled);
+    for _ in 0..100 {
+        if saw_cancel.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(saw_cancel.load(Ordering::SeqCst), "the tool saw its task cancelled");
+    // A tool not run as a task is rmcp's, synchronously.
+    match client.call_tool("echo", json!({"a": 1})).await.unwrap() {
+        Execution::Immediate(result) => assert_eq!(result["content"][0]["text"], "{\"a\":1}"),
+        Execution::Task(_) => panic!("echo is not a task tool"),
+    }
+    // An unknown tool is core's -32602, as on every server.
+    let error = client.call_tool("no_such_tool", json!({})).await.unwrap_err();
+    assert_eq!(error.code(), -32602, "{error:?}");
+    rmcp.cancel().await.unwrap();
+}

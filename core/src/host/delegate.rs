@@ -1,0 +1,159 @@
+//! The host in front of another MCP server: an SDK's own Streamable HTTP service (rmcp's, through
+//! `mcp-tasks-rmcp`). Core answers the extension's traffic (`tasks/*`, listens for tasks, a
+//! `tools/call` that becomes a task); everything else reaches the SDK unchanged. A task's tool
+//! runs through the SDK's own handler, in an exchange core makes from the stored call
+//! ([`call_request`]): the answer settles the task ([`read_call_answer`]), and an
+//! `input_required` answer asks the client through the task, then goes round again with the
+//! answers, as the TypeScript server does with its SDK.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::response::Response;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler};
+use crate::protocol::RpcError;
+use crate::protocol::server::{CallAnswer, ReplyTo, call_request, read_call_answer, response_message};
+
+/// The MCP server a [`Host`](super::Host) sits in front of ([`HostBuilder::delegate`](super::HostBuilder::delegate)).
+pub trait Delegate: Send + Sync + 'static {
+    /// Serves a request that is not the extension's traffic, as the client sent it (its body
+    /// already read: at most the host's body limit).
+    fn serve(&self, request: http::Request<Body>) -> BoxFuture<'static, Response>;
+
+    /// Runs one exchange of a task's tool: a `tools/call` core made from the stored call, its
+    /// envelope without the tasks extension, the task's [`RunContext`] in the request's
+    /// extensions. By default served as any other request.
+    fn exchange(&self, request: http::Request<Body>) -> BoxFuture<'static, Response> {
+        self.serve(request)
+    }
+
+    /// Whether the server has a tool named `name`: a synchronous call of any other is refused
+    /// by core as an unknown tool (-32602, HTTP 400), the same bytes as from every server.
+    fn serves_tool(&self, name: &str) -> bool;
+}
+
+/// The largest answer an exchange may give (a tool's result): core's default body limit times
+/// sixteen, so a large result still settles and a runaway one fails the task, not the process.
+const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// The MRTR phase of a delegated tool, run by core before its task is created.
+pub type PrepareFn = Arc<dyn Fn(&ToolCall) -> Result<Prepared, RpcError> + Send + Sync>;
+
+/// Runs a task's tool through a [`Delegate`] ([`Tool::delegated`]).
+struct Exchange {
+    delegate: Arc<dyn Delegate>,
+    prepare: Option<PrepareFn>,
+}
+
+impl Tool {
+    /// A tool the delegate's server runs: a task of it runs the tool through
+    /// [`Delegate::exchange`] (its synchronous calls go to the delegate as they are). Set its
+    /// [`mode`](Tool::mode) and task options as for any tool. `prepare`, when given, is its
+    /// MRTR phase: the rounds a call goes through before its task is created (SEP-2663 has them
+    /// finish first), answered by core with sealed `requestState` as for a host's own tool.
+    pub fn delegated(name: impl Into<String>, delegate: Arc<dyn Delegate>, prepare: Option<PrepareFn>) -> Self {
+        Self::new(name, Exchange { delegate, prepare })
+    }
+}
+
+#[async_trait]
+impl ToolHandler for Exchange {
+    async fn prepare(&self, call: &ToolCall) -> Result<Prepared, RpcError> {
+        self.prepare.as_ref().map_or(Ok(Prepared::Ready), |prepare| prepare(call))
+    }
+
+    async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
+        let mut stored = call.stored();
+        let mut request_state: Option<Value> = None;
+        for round in 1u64.. {
+            let (headers, mut body) = call_request(&call.name, &stored, round);
+            if let Some(state) = request_state.take() {
+                body["params"]["requestState"] = state;
+            }
+            let mut request = http::Request::new(Body::from(body.to_string()));
+            *request.method_mut() = http::Method::POST;
+            // An SDK validates the Host header against DNS rebinding; this request never left
+            // the process.
+            request.headers_mut().insert(http::header::HOST, http::HeaderValue::from_static("localhost"));
+            for (name, value) in headers {
+                if let Ok(value) = http::HeaderValue::from_str(&value) {
+                    request.headers_mut().insert(name, value);
+                }
+            }
+            request.extensions_mut().insert(ctx.clone());
+            let response = self.delegate.exchange(request).await;
+            let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+                .await
+                .map_err(|e| RpcError::internal(format!("reading the tool's answer failed: {e}")))?;
+            match read_call_answer(&bytes) {
+                CallAnswer::Complete(result) => return Ok(result),
+                CallAnswer::Failed(error) => return Err(error),
+                CallAnswer::InputRequired { input_requests, request_state: state } => {
+                    // The task asks the client (checked against what its creating request
+                    // declared) and the tool gets the answers in its next round.
+                    stored.input_responses = Some(ctx.request_input(input_requests).await?);
+                    request_state = state;
+                }
+            }
+        }
+        unreachable!("rounds are counted by an unbounded range")
+    }
+}
+
+/// The `Accept` value SDKs require of a Streamable HTTP POST, both media types named.
+pub(super) const BOTH_MEDIA_TYPES: &str = "application/json, text/event-stream";
+
+/// Whether the request's `Accept` names both media types literally, as an SDK checks it.
+pub(super) fn names_both_media_types(headers: &http::HeaderMap) -> bool {
+    let accept: Vec<String> = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+        .collect();
+    let named = |media: &str| accept.iter().any(|v| v.contains(media));
+    named("application/json") && named("text/event-stream")
+}
+
+/// Whether a request id is a number an SDK may not read (outside i64, or not an integer).
+pub(super) fn id_out_of_range(id: &Value) -> bool {
+    id.is_number() && id.as_i64().is_none()
+}
+
+/// The request body with an id an SDK reads in place of one it may not: the answer goes back
+/// under the client's own id, by [`reframed`].
+pub(super) fn with_plain_id(body: &[u8], id: &Value) -> Vec<u8> {
+    if !id_out_of_range(id) {
+        return body.to_vec();
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(mut message) => {
+            message["id"] = Value::from(1);
+            message.to_string().into_bytes()
+        }
+        Err(_) => body.to_vec(),
+    }
+}
+
+/// The delegate's answer to a request, framed for the client by core: its JSON-RPC result or error
+/// as `reply` frames it. An answer that carries no JSON-RPC response (an SDK's own HTTP refusal)
+/// goes out as it came.
+pub(super) async fn reframed(response: Response, reply: &ReplyTo) -> Response {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Option<Value>,
+        error: Option<RpcError>,
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await else {
+        return super::http_reply(reply.tool_error(&RpcError::internal("reading the server's answer failed")));
+    };
+    match response_message(&bytes).map(serde_json::from_slice::<Answer>) {
+        Some(Ok(Answer { result: Some(result), .. })) => super::http_reply(reply.result(result)),
+        Some(Ok(Answer { error: Some(error), .. })) => super::http_reply(reply.tool_error(&error)),
+        _ => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
