@@ -5,17 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks::client::{Client, Execution, TaskExecution, input_fn};
+mod common;
+
+use common::{rmcp_client, task, text_of};
+use mcp_tasks::client::{Client, input_fn};
 use mcp_tasks::engine::Engine;
 use mcp_tasks::host::{Host, Prepared, RunContext, Tool, ToolCall, ToolHandler, handler_fn, text_result};
 use mcp_tasks::protocol::client::{CancelMode, Outcome};
 use mcp_tasks::protocol::{RpcError, TaskMode};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks_rmcp::RmcpTransport;
-use rmcp::model::{ClientCapabilities, ClientConfig, ProtocolVersion};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, service::RunningService};
 use serde_json::{Map, Value, json};
 
 /// One MRTR round for `name`, then a task greeting it.
@@ -77,38 +76,6 @@ async fn host() -> String {
     url
 }
 
-/// An rmcp client on the 2026-07-28 wire declaring the tasks extension and form elicitation.
-async fn rmcp_client(url: &str) -> RunningService<RoleClient, ClientConfig> {
-    let capabilities: ClientCapabilities =
-        serde_json::from_value(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}))
-            .unwrap();
-    let mut config = ClientConfig::default();
-    config.capabilities = capabilities;
-    let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
-    config
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
-        )
-        .await
-        .expect("the rmcp client starts")
-}
-
-/// The task the server made of a call.
-fn task(execution: Execution) -> TaskExecution {
-    match execution {
-        Execution::Task(task) => task,
-        Execution::Immediate(result) => panic!("expected a task, got {result}"),
-    }
-}
-
-fn text(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Completed { result } => result["content"][0]["text"].as_str().unwrap_or("").to_owned(),
-        other => panic!("expected completed, got {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rmcp_client_follows_tasks_to_their_outcome() {
     let url = host().await;
@@ -124,13 +91,13 @@ async fn an_rmcp_client_follows_tasks_to_their_outcome() {
 
     // A task, polled to its result through rmcp's `tasks/get`.
     let execution = task(client.call_tool("slow", json!({"ms": 100})).await.unwrap());
-    assert_eq!(text(&execution.result().await.unwrap()), "slept 100 ms");
+    assert_eq!(text_of(&execution.result().await.unwrap()), "slept 100 ms");
     // An MRTR round answered by the handler, then the task.
     let execution = task(client.call_tool("name_then_task", json!({})).await.unwrap());
-    assert_eq!(text(&execution.result().await.unwrap()), "hello Ada");
+    assert_eq!(text_of(&execution.result().await.unwrap()), "hello Ada");
     // A task's own input, answered through rmcp's `tasks/update`.
     let execution = task(client.call_tool("confirm", json!({})).await.unwrap());
-    assert_eq!(text(&execution.result().await.unwrap()), "ok = true");
+    assert_eq!(text_of(&execution.result().await.unwrap()), "ok = true");
     // A failed task keeps its error.
     match task(client.call_tool("boom", json!({})).await.unwrap()).result().await.unwrap() {
         Outcome::Failed { error } => assert_eq!((error.code, error.message.as_str()), (-32603, "boom")),

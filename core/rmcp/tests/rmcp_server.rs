@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mcp_tasks::client::{Client, Execution, TaskExecution, input_fn};
+mod common;
+
+use common::{rmcp_client, task, text_of};
+use mcp_tasks::client::{Client, Execution, input_fn};
 use mcp_tasks::engine::Engine;
 use mcp_tasks::protocol::TaskMode;
 use mcp_tasks::protocol::client::{CancelMode, Outcome};
@@ -16,13 +19,11 @@ use mcp_tasks_rmcp::{DurableServer, RmcpTransport, TaskRun};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::InputResponses;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock, ErrorData, InputRequest,
-    InputRequiredResult, JsonObject, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolResponse, CallToolResult, ContentBlock, ErrorData, InputRequest, InputRequiredResult, JsonObject,
+    ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{RequestContext, RoleServer, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
 #[derive(Clone)]
@@ -107,36 +108,6 @@ async fn durable() -> (String, Arc<AtomicBool>) {
     tokio::spawn(async move { mcp_tasks::host::serve(listener, router, std::future::pending()).await.unwrap() });
     // docs:end durable
     (url, saw_cancel)
-}
-
-async fn rmcp_client(url: &str) -> RunningService<RoleClient, ClientConfig> {
-    let capabilities: ClientCapabilities =
-        serde_json::from_value(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}))
-            .unwrap();
-    let mut config = ClientConfig::default();
-    config.capabilities = capabilities;
-    let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
-    config
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
-        )
-        .await
-        .expect("the rmcp client starts")
-}
-
-fn task(execution: Execution) -> TaskExecution {
-    match execution {
-        Execution::Task(task) => task,
-        Execution::Immediate(result) => panic!("expected a task, got {result}"),
-    }
-}
-
-fn text_of(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Completed { result } => result["content"][0]["text"].as_str().unwrap_or("").to_owned(),
-        other => panic!("expected completed, got {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
