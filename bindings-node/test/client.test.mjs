@@ -15,7 +15,7 @@ import {
   MissingCapabilityError,
   TaskCancelledError,
 } from "../dist/index.js";
-import { nodeServer, rustHost, pythonServer, rustStdio, pythonStdio } from "./servers.mjs";
+import { nodeServer, rustHost, pythonServer, rmcpServer, rustStdio, pythonStdio } from "./servers.mjs";
 
 const text = (outcome) => {
   assert.equal(outcome.kind, "completed", JSON.stringify(outcome));
@@ -31,6 +31,7 @@ const servers = [
   ["Rust host", rustHost],
   ["Python server", pythonServer],
   ["TypeScript server", () => nodeServer()],
+  ["rmcp server", rmcpServer],
   ["Rust host over stdio", async () => rustStdio()],
   ["Python server over stdio", async () => pythonStdio()],
 ];

@@ -1,7 +1,8 @@
 // Starts the servers the tests talk to over loopback HTTP: the Rust fixture host
 // (tests/fixtures, `fixture-server`), the Python server (mcp 2.3.0 MCPServer + TasksExtension,
-// tests/conformance/python_server.py) and the TypeScript server (@modelcontextprotocol/server
-// McpServer + mcp-tasks/server, test/fixture-server.mjs). All serve the same 7 fixture tools.
+// tests/conformance/python_server.py), the TypeScript server (@modelcontextprotocol/server
+// McpServer + mcp-tasks/server, test/fixture-server.mjs) and an rmcp server behind mcp-tasks-rmcp
+// (`rmcp-fixture-server`). All serve the same 7 fixture tools.
 import { spawn } from "node:child_process";
 import { Socket, createServer } from "node:net";
 import { existsSync } from "node:fs";
@@ -75,6 +76,12 @@ async function start(command, args) {
 export async function rustHost() {
   const binary = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
   return start(binary, [String(await freePort()), "--store", "memory://"]);
+}
+
+/** The rmcp server behind core (`rmcp-fixture-server`, beside the fixture host's binary). */
+export async function rmcpServer() {
+  const fixture = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
+  return start(join(dirname(fixture), "rmcp-fixture-server"), [String(await freePort()), "--store", "memory://"]);
 }
 
 /** The scripted server of a client vector (tests/vectors/client), beside the fixture host's

@@ -25,6 +25,12 @@ def _command(server: str) -> list[str]:
         if not binary.exists():
             subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures"], cwd=ROOT, check=True)
         return [str(binary), "0"]
+    if server == "rmcp":
+        binary = ROOT / "target/debug/rmcp-fixture-server"
+        if not binary.exists():
+            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--bin", "rmcp-fixture-server"],
+                           cwd=ROOT, check=True)
+        return [str(binary), "0"]
     if not NODE.exists() or not (ROOT / "bindings-node/dist/server.js").exists():
         pytest.skip("the Node package is not built (bindings-node/dev-env)")
     with socket.socket() as s:
@@ -33,7 +39,7 @@ def _command(server: str) -> list[str]:
     return [str(NODE), str(ROOT / "bindings-node/test/fixture-server.mjs"), str(port)]
 
 
-@pytest.fixture(scope="module", params=["rust", "typescript"])
+@pytest.fixture(scope="module", params=["rust", "typescript", "rmcp"])
 def url(request: pytest.FixtureRequest) -> Iterator[str]:
     proc = subprocess.Popen(_command(request.param), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

