@@ -15,7 +15,7 @@ import {
   MissingCapabilityError,
   TaskCancelledError,
 } from "../dist/index.js";
-import { nodeServer, rustHost, pythonServer, rmcpServer, rustStdio, pythonStdio } from "./servers.mjs";
+import { nodeServer, rustHost, pythonServer, rmcpServer, rustStdio, rmcpStdio, pythonStdio } from "./servers.mjs";
 
 const text = (outcome) => {
   assert.equal(outcome.kind, "completed", JSON.stringify(outcome));
@@ -33,6 +33,7 @@ const servers = [
   ["TypeScript server", () => nodeServer()],
   ["rmcp server", rmcpServer],
   ["Rust host over stdio", async () => rustStdio()],
+  ["rmcp server over stdio", async () => rmcpStdio()],
   ["Python server over stdio", async () => pythonStdio()],
 ];
 

@@ -115,6 +115,13 @@ export function rustStdio(store = "memory://") {
   return { stdio: true, target: { command: binary, args: ["--stdio", "--store", store] }, stop: () => {} };
 }
 
+/** The rmcp server behind core over stdio (like `rustStdio`), beside the fixture host's binary. */
+export function rmcpStdio(store = "memory://") {
+  const fixture = process.env.MCP_TASKS_FIXTURE_SERVER ?? join(ROOT, "target", "debug", "fixture-server");
+  const binary = join(dirname(fixture), "rmcp-fixture-server");
+  return { stdio: true, target: { command: binary, args: ["--stdio", "--store", store] }, stop: () => {} };
+}
+
 /** The Python server over stdio (like `rustStdio`), or null without a Python ($MCP_TASKS_PYTHON). */
 export function pythonStdio(store = "memory://") {
   const python = process.env.MCP_TASKS_PYTHON ?? join(ROOT, ".tools", "venv", "bin", "python");

@@ -232,10 +232,6 @@ async fn run_engine_step(host: &TestHost, name: &str, index: usize, step: &Value
 
 /// The steps of one vector the stdio replay does not check, with the reason (runner
 /// `rust-stdio` in `skip.json`): HTTP statuses, headers and principals have no stdio form.
-fn stdio_unchecked(vector: &str) -> Vec<usize> {
-    unchecked_steps("rust-stdio", vector)
-}
-
 /// The steps of `vector` that `skip.json` leaves unchecked for `runner`, each with a reason.
 fn unchecked_steps(runner: &str, vector: &str) -> Vec<usize> {
     let skip: Value =
@@ -314,11 +310,17 @@ impl StdioPeer {
 /// the same bodies expected (HTTP statuses aside), listen streams demultiplexed from the one
 /// channel. Steps listed for `rust-stdio` in `skip.json` are run but not checked.
 async fn replay_stdio(path: &std::path::Path, store: Arc<dyn TaskStore>, config: EngineConfig) -> Vec<String> {
+    let host = TestHost::with_config(store, start_ms(path), config).await;
+    replay_stdio_on(path, host, &["rust-stdio"]).await
+}
+
+/// Replays the vector at `path` over the stdio transport of `host`, leaving unchecked the steps
+/// `skip.json` lists for any of `runners`; the failures.
+async fn replay_stdio_on(path: &std::path::Path, host: TestHost, runners: &[&str]) -> Vec<String> {
     use tokio::io::AsyncBufReadExt;
     let vector: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let name = vector["name"].as_str().unwrap().to_owned();
-    let unchecked = stdio_unchecked(&name);
-    let host = TestHost::with_config(store, vector["start_ms"].as_u64().unwrap(), config).await;
+    let unchecked: Vec<usize> = runners.iter().flat_map(|runner| unchecked_steps(runner, &name)).collect();
     let (client, server) = tokio::io::duplex(1 << 20);
     let (server_in, server_out) = tokio::io::split(server);
     let serving = host.host.clone();
@@ -434,6 +436,20 @@ async fn vectors_over_memory_store() {
     for file in vector_files() {
         replay(&file, Arc::new(MemoryStore::new()), common::vector_config()).await;
     }
+}
+
+/// The vectors over stdio against the rmcp server behind core: the stdio runner's unchecked
+/// steps and the rmcp runner's both apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_over_stdio_against_an_rmcp_server() {
+    let mut failures = Vec::new();
+    for file in vector_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("tasks.db")).unwrap();
+        let host = TestHost::rmcp(Arc::new(store), start_ms(&file), common::vector_config()).await;
+        failures.extend(replay_stdio_on(&file, host, &["rust-stdio", "rmcp"]).await);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 /// The vectors against an rmcp server (the same tools and scripted work, written on rmcp) behind

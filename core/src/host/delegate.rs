@@ -157,3 +157,89 @@ pub(super) async fn reframed(response: Response, reply: &ReplyTo) -> Response {
         _ => Response::from_parts(parts, Body::from(bytes)),
     }
 }
+
+/// The HTTP request that carries one stdio line to the delegate (stdio has no HTTP of its own: the
+/// line goes to the SDK's service as the POST a Streamable HTTP client would send), and the key of
+/// its request id when it is a request (to stop it on `notifications/cancelled`).
+pub(super) fn stdio_request(line: &[u8]) -> (Option<Value>, http::Request<Body>) {
+    let message: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+    let params = message.get("params");
+    let version = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(crate::protocol::META_PROTOCOL_VERSION))
+        .and_then(Value::as_str);
+    let id = message.get("id").filter(|_| !method.is_empty()).cloned();
+    let mut request = http::Request::new(Body::from(line.to_vec()));
+    *request.method_mut() = http::Method::POST;
+    let headers = request.headers_mut();
+    headers.insert(http::header::HOST, http::HeaderValue::from_static("localhost"));
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    headers.insert(http::header::ACCEPT, http::HeaderValue::from_static(BOTH_MEDIA_TYPES));
+    if !method.is_empty() {
+        for (name, value) in crate::protocol::headers::request_headers(method, params, version) {
+            if let Ok(value) = http::HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+    }
+    (id, request)
+}
+
+/// Writes the delegate's answer to a stdio line as lines: a JSON answer as one, each message of
+/// an SSE answer as one as it arrives (the SDK's notifications before its response included), an
+/// empty one (a notification accepted) as none, and an HTTP refusal with no JSON-RPC message as
+/// the -32603 error of `id`.
+pub(super) async fn write_lines(
+    response: Response,
+    id: Option<&Value>,
+    lines: &tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    use futures::StreamExt;
+    let status = response.status();
+    let sse = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let body = response.into_body();
+    if !sse {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await else { return };
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        if serde_json::from_str::<Value>(text).is_ok() {
+            let _ = lines.send(text.to_owned());
+        } else if !status.is_success() {
+            let error = RpcError::internal(format!("the server refused the message: HTTP {status} {text}"));
+            let _ = lines.send(crate::protocol::error_response(id, &error).to_string());
+        }
+        return;
+    }
+    let mut pending: Vec<u8> = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(Ok(data)) = stream.next().await {
+        pending.extend_from_slice(&data);
+        // One event ends at a blank line; an SDK's JSON-RPC message is one `data:` line.
+        while let Some(end) = find_event_end(&pending) {
+            let event: Vec<u8> = pending.drain(..end).collect();
+            for line in event.split(|b| *b == b'\n') {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if let Some(data) = line.strip_prefix(b"data:") {
+                    let data = String::from_utf8_lossy(data.strip_prefix(b" ").unwrap_or(data)).trim().to_owned();
+                    if !data.is_empty() && serde_json::from_str::<Value>(&data).is_ok() {
+                        let _ = lines.send(data);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The end (past the blank line) of the first complete SSE event in `buffer`.
+fn find_event_end(buffer: &[u8]) -> Option<usize> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|at| at + 2);
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -40,6 +40,9 @@ impl Host {
             Ok::<_, std::io::Error>(())
         });
         let listens: Arc<parking_lot::Mutex<HashMap<String, tokio::task::AbortHandle>>> = Arc::default();
+        // Requests the server behind is serving (a host in front of one), by id: stopped by
+        // `notifications/cancelled`, and, unlike listens, left to finish when the input ends.
+        let delegated: Arc<parking_lot::Mutex<HashMap<String, tokio::task::AbortHandle>>> = Arc::default();
         let limit = self.inner.dispatcher.config().max_body_bytes;
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
@@ -50,14 +53,45 @@ impl Host {
             if text.is_empty() {
                 continue;
             }
-            match self.inner.dispatcher.handle_stdio(complete.then_some(text), STDIO_PRINCIPAL) {
+            let line = complete.then_some(text);
+            let decision = match &self.inner.delegate {
+                Some(delegate) => {
+                    self.inner.dispatcher.handle_stdio_with(line, STDIO_PRINCIPAL, &|tool| delegate.serves_tool(tool))
+                }
+                None => self.inner.dispatcher.handle_stdio(line, STDIO_PRINCIPAL),
+            };
+            match decision {
                 StdioDecision::Reply(message) => {
                     let _ = lines.send(message.to_string());
                 }
                 StdioDecision::Ignore => {}
+                StdioDecision::Delegate => {
+                    let Some(delegate) = self.inner.delegate.clone() else {
+                        unreachable!("a dispatcher without a delegate never delegates")
+                    };
+                    // One exchange with the server behind, its answer written as it arrives; a
+                    // request in flight is stopped by `notifications/cancelled`, as a listen is.
+                    let (id, request) = super::delegate::stdio_request(text);
+                    let lines = lines.clone();
+                    let registry = Arc::clone(&delegated);
+                    let mut open = delegated.lock();
+                    let key_of = id.as_ref().map(key);
+                    let done = key_of.clone();
+                    let work = tokio::spawn(async move {
+                        let response = delegate.serve(request).await;
+                        super::delegate::write_lines(response, id.as_ref(), &lines).await;
+                        if let Some(done) = done {
+                            registry.lock().remove(&done);
+                        }
+                    });
+                    if let Some(id) = key_of {
+                        open.insert(id, work.abort_handle());
+                    }
+                }
                 StdioDecision::Cancel(id) => {
-                    if let Some(listen) = listens.lock().remove(&key(&id)) {
-                        listen.abort();
+                    let running = listens.lock().remove(&key(&id)).or_else(|| delegated.lock().remove(&key(&id)));
+                    if let Some(running) = running {
+                        running.abort();
                     }
                 }
                 StdioDecision::Route(routed) => {
