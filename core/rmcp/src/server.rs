@@ -128,9 +128,8 @@ struct RmcpDelegate<S> {
     factory: Factory<S>,
     /// The traffic rmcp serves, under the caller's configuration.
     public: Serve,
-    /// The exchanges that run tasks' tools: stateless, answered as JSON, no Host check (they
-    /// never leave the process).
-    exchanges: Serve,
+    /// The service the exchanges go through, started at the first (inside the runtime).
+    exchanges: parking_lot::Mutex<Option<Arc<Exchanges>>>,
 }
 
 fn serving<S, M>(service: StreamableHttpService<S, M>) -> Serve
@@ -156,23 +155,153 @@ impl<S: ServerHandler + Send + 'static> RmcpDelegate<S> {
             move || factory()
         };
         let public = if config.legacy_session_mode {
-            serving(StreamableHttpService::new(make.clone(), Arc::new(LocalSessionManager::default()), config))
+            serving(StreamableHttpService::new(make, Arc::new(LocalSessionManager::default()), config))
         } else {
-            serving(StreamableHttpService::new(make.clone(), Arc::new(NeverSessionManager::default()), config))
+            serving(StreamableHttpService::new(make, Arc::new(NeverSessionManager::default()), config))
         };
-        let exchange_config = StreamableHttpServerConfig::default()
-            .with_legacy_session_mode(false)
-            .with_json_response(true)
-            .with_sse_keep_alive(None)
-            .disable_allowed_hosts()
-            .disable_allowed_origins();
-        // rmcp runs a handler in a task of its own, where a panic ends the task but not the
-        // exchange waiting for its answer: the exchanges' handler turns a panic into an error.
-        let unpanicking = move || make().map(Unpanicking);
-        let exchanges =
-            serving(StreamableHttpService::new(unpanicking, Arc::new(NeverSessionManager::default()), exchange_config));
-        Self { factory, public, exchanges }
+        Self { factory, public, exchanges: parking_lot::Mutex::new(None) }
     }
+
+    /// The exchanges' service, started now if none runs (or the last one ended).
+    fn exchanges(&self) -> Result<Arc<Exchanges>, std::io::Error> {
+        let mut slot = self.exchanges.lock();
+        if let Some(running) = slot.as_ref().filter(|e| !e.incoming.is_closed()) {
+            return Ok(Arc::clone(running));
+        }
+        let started = Arc::new(Exchanges::start(&self.factory)?);
+        *slot = Some(Arc::clone(&started));
+        Ok(started)
+    }
+}
+
+/// The `tools/call` of an exchange as rmcp's typed request. Its params are read as the plain
+/// struct they are: reading the whole message as a `ClientJsonRpcMessage` goes through serde's
+/// buffering of untagged and flattened enums, which took a tenth of a task's CPU under load.
+fn read_exchange(body: &[u8]) -> Result<rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>, serde_json::Error> {
+    use rmcp::model::{CallToolRequestParams, ClientRequest, JsonRpcRequest, NumberOrString, Request};
+    let mut message: serde_json::Value = serde_json::from_slice(body)?;
+    let params: CallToolRequestParams = serde_json::from_value(message["params"].take())?;
+    // Core numbers an exchange's rounds; the id goes no further than this process.
+    let id = message["id"].as_i64().map_or(NumberOrString::Number(1), NumberOrString::Number);
+    Ok(JsonRpcRequest::new(id, ClientRequest::CallToolRequest(Request::new(params))))
+}
+
+/// The one rmcp service every exchange of a host goes through: a handler from the factory,
+/// served by rmcp (`serve_directly`, as its stateless HTTP path serves one request) over a
+/// transport of this crate that stays open. A `tools/call` core made and checked goes to it as a
+/// message, without HTTP framing, header checks or JSON text in between, and its answer comes
+/// back by request id. One service, not one per exchange: a service holds its channels (tens of
+/// KB) for as long as its tool runs, which for a task is the whole task.
+struct Exchanges {
+    incoming: tokio::sync::mpsc::UnboundedSender<rmcp::model::ClientJsonRpcMessage>,
+    waiting: Waiting,
+    next_id: std::sync::atomic::AtomicI64,
+    /// Stops the service when the host is dropped.
+    _stop: tokio_util::sync::DropGuard,
+}
+
+type Waiting = Arc<parking_lot::Mutex<std::collections::HashMap<i64, tokio::sync::oneshot::Sender<Vec<u8>>>>>;
+
+impl Exchanges {
+    fn start<S: ServerHandler + Send + 'static>(factory: &Factory<S>) -> Result<Self, std::io::Error> {
+        let handler = factory()?;
+        let (incoming, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let waiting: Waiting = Arc::default();
+        let transport = ExchangeTransport { receiver, waiting: Arc::clone(&waiting), incoming: incoming.clone() };
+        let stop = tokio_util::sync::CancellationToken::new();
+        let peer = rmcp::model::InitializeRequestParams::new(Default::default(), Default::default())
+            .with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
+        let service = rmcp::service::serve_directly_with_ct(Unpanicking(handler), transport, Some(peer), stop.clone());
+        tokio::spawn(async move {
+            let _ = service.waiting().await;
+        });
+        Ok(Self { incoming, waiting, next_id: std::sync::atomic::AtomicI64::new(1), _stop: stop.drop_guard() })
+    }
+
+    /// Runs one exchange: its answer as JSON-RPC bytes, or `None` when the service is gone.
+    async fn run(&self, mut request: rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>) -> Option<Vec<u8>> {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        request.id = rmcp::model::NumberOrString::Number(id);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.waiting.lock().insert(id, answer);
+        // A dropped exchange (its task cancelled) leaves no waiter behind; the handler stops on
+        // the task's cancellation (`Unpanicking`).
+        let forget = Forget { waiting: &self.waiting, id };
+        if self.incoming.send(rmcp::model::ClientJsonRpcMessage::Request(request)).is_err() {
+            return None;
+        }
+        let answer = answered.await.ok();
+        drop(forget);
+        answer
+    }
+}
+
+/// Removes an exchange's waiter when the exchange ends, answered or dropped.
+struct Forget<'a> {
+    waiting: &'a Waiting,
+    id: i64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.waiting.lock().remove(&self.id);
+    }
+}
+
+/// The transport of [`Exchanges`]: requests in from core's exchanges, answers out to whoever
+/// waits for their id. The handler's notifications are the exchange's, not the task's, and are
+/// dropped; a request it makes of the client (sampling, elicitation outside a task's input) is
+/// refused at once, since no client is at the other end.
+struct ExchangeTransport {
+    receiver: tokio::sync::mpsc::UnboundedReceiver<rmcp::model::ClientJsonRpcMessage>,
+    incoming: tokio::sync::mpsc::UnboundedSender<rmcp::model::ClientJsonRpcMessage>,
+    waiting: Waiting,
+}
+
+impl rmcp::transport::Transport<RoleServer> for ExchangeTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::model::ServerJsonRpcMessage,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        use rmcp::model::{ClientJsonRpcMessage, ErrorCode, NumberOrString, ServerJsonRpcMessage};
+        let id = match &item {
+            ServerJsonRpcMessage::Response(response) => Some(&response.id),
+            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
+            ServerJsonRpcMessage::Request(request) => {
+                let refusal = ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "a tool run as a task reaches its client through the task's input, not requests of its own",
+                    None,
+                );
+                let _ = self.incoming.send(ClientJsonRpcMessage::error(refusal, Some(request.id.clone())));
+                None
+            }
+            _ => None,
+        };
+        if let Some(NumberOrString::Number(id)) = id
+            && let Some(waiter) = self.waiting.lock().remove(id)
+        {
+            let bytes = serde_json::to_vec(&item).unwrap_or_default();
+            let _ = waiter.send(bytes);
+        }
+        std::future::ready(Ok(()))
+    }
+
+    fn receive(&mut self) -> impl std::future::Future<Output = Option<rmcp::model::ClientJsonRpcMessage>> + Send {
+        self.receiver.recv()
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// A JSON-RPC error answer for an exchange that could not be run.
+fn failure(message: String) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32603, "message": message}}))
+        .expect("a JSON value serializes")
 }
 
 impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
@@ -181,7 +310,30 @@ impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
     }
 
     fn exchange(&self, request: http::Request<axum::body::Body>) -> BoxFuture<'static, axum::response::Response> {
-        (self.exchanges)(request)
+        use rmcp::model::GetExtensions;
+        let exchanges = self.exchanges();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            // Core's exchange body is in memory already: this takes it, it does not wait.
+            let body = axum::body::to_bytes(body, usize::MAX).await.map(|b| b.to_vec()).unwrap_or_default();
+            let answer = match (exchanges, read_exchange(&body)) {
+                (Err(e), _) => failure(format!("the server factory failed: {e}")),
+                (_, Err(e)) => failure(format!("rmcp cannot read the exchange: {e}")),
+                (Ok(exchanges), Ok(mut call)) => {
+                    // The HTTP parts, with the task's context, where rmcp's HTTP path puts them.
+                    call.request.extensions_mut().insert(parts);
+                    match exchanges.run(call).await {
+                        Some(answer) => answer,
+                        None => failure("rmcp's service ended".to_owned()),
+                    }
+                }
+            };
+            let mut response = axum::response::Response::new(axum::body::Body::from(answer));
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+            response
+        })
     }
 
     fn serves_tool(&self, name: &str) -> bool {
@@ -204,7 +356,26 @@ impl<S: ServerHandler> ServerHandler for Unpanicking<S> {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
         use futures::FutureExt;
-        std::panic::AssertUnwindSafe(self.0.call_tool(request, context)).catch_unwind().await.unwrap_or_else(|panic| {
+        // A cancelled (or expired) task drops its tool's run, as core's host does.
+        let cancelled = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<RunContext>())
+            .map(RunContext::cancellation);
+        let run = std::panic::AssertUnwindSafe(self.0.call_tool(request, context)).catch_unwind();
+        let run = async move {
+            match cancelled {
+                Some(cancelled) => tokio::select! {
+                    outcome = run => Some(outcome),
+                    () = cancelled.cancelled() => None,
+                },
+                None => Some(run.await),
+            }
+        };
+        let Some(outcome) = run.await else {
+            return Err(ErrorData::internal_error("the task was cancelled", None));
+        };
+        outcome.unwrap_or_else(|panic| {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())

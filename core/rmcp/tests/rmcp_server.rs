@@ -26,10 +26,19 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 #[derive(Clone)]
 struct Tools {
     tool_router: ToolRouter<Self>,
-    /// Set when `slow` saw its task cancelled.
+    /// Set when `slow`'s run was stopped by its task's cancel.
     saw_cancel: Arc<AtomicBool>,
 }
 
@@ -40,20 +49,19 @@ fn text(text: impl Into<String>) -> CallToolResult {
 #[tool_router]
 impl Tools {
     // docs:begin tool
-    #[tool(description = "Sleeps `ms`, saying so in its status; stops when its task is cancelled.")]
+    #[tool(description = "Sleeps `ms`, saying so in its status; stopped when its task is cancelled.")]
     async fn slow(&self, args: JsonObject, context: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(50);
         let Some(task) = TaskRun::of(&context) else {
             return Ok(text(format!("slept {ms} ms synchronously")));
         };
         task.set_status_message(format!("sleeping {ms} ms")).await?;
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(text(format!("slept {ms} ms"))),
-            () = task.cancelled() => {
-                self.saw_cancel.store(true, Ordering::SeqCst);
-                Err(ErrorData::internal_error("cancelled", None))
-            }
-        }
+        // A cancel drops this future, as core's host drops its tools' runs: what must happen
+        // then goes in a drop guard.
+        let stopped = SetOnDrop(Arc::clone(&self.saw_cancel));
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        std::mem::forget(stopped);
+        Ok(text(format!("slept {ms} ms")))
     }
     // docs:end tool
 
@@ -140,7 +148,7 @@ async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler()
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(saw_cancel.load(Ordering::SeqCst), "the tool saw its task cancelled");
+    assert!(saw_cancel.load(Ordering::SeqCst), "the cancel stopped the tool's run");
     // A tool not run as a task is rmcp's, synchronously.
     match client.call_tool("echo", json!({"a": 1})).await.unwrap() {
         Execution::Immediate(result) => assert_eq!(result["content"][0]["text"], "{\"a\":1}"),
