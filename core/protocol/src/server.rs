@@ -551,7 +551,7 @@ impl Dispatcher {
             return Decision::Reply(error_reply(Some(&id), &ProtocolError::NotAcceptable(accepts), false));
         }
         if delegate {
-            match self.delegation(&method, params.as_ref(), request.headers) {
+            match self.delegation(&method, params.as_ref(), Some(request.headers)) {
                 Ok(true) => return Decision::Delegate,
                 Ok(false) => {}
                 Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
@@ -593,7 +593,17 @@ impl Dispatcher {
     /// outside the extension, and 2025-era traffic (no envelope claim) other than `tasks/*`,
     /// whose namespace the extension owns in every era. A 2025-era `tools/call` of a
     /// task-required tool is refused here (-32021), since the SDK knows nothing of modes.
-    fn delegation(&self, method: &str, params: Option<&Value>, headers: Headers<'_>) -> Result<bool, ProtocolError> {
+    fn delegation(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        headers: Option<Headers<'_>>,
+    ) -> Result<bool, ProtocolError> {
+        // On stdio (no headers) the envelope in `_meta` alone claims the 2026-07-28 revision.
+        let claims = match headers {
+            Some(headers) => self.claims_envelope(params, headers),
+            None => negotiation::claims_envelope(params, None),
+        };
         let parsed = match Method::parse(method) {
             // The extension owns the `tasks/` namespace: the removed `tasks/list` and
             // `tasks/result` are core's -32601, as on every other server.
@@ -602,38 +612,11 @@ impl Dispatcher {
                 // The SDK's, once the transport rules every 2026-07-28 request follows hold: an
                 // SDK may route by the version header alone (mcp 2.3.0 takes a request without
                 // it to its 2025 path), so these are checked here, the same on every server.
-                if self.claims_envelope(params, headers) {
-                    let envelope = negotiation::parse_envelope_shape(params)?;
-                    headers::validate(method, params, envelope.protocol_version, headers.standard()?)?;
-                    negotiation::check_version(envelope.protocol_version)?;
-                }
-                return Ok(true);
-            }
-            Some(parsed) => parsed,
-        };
-        if self.claims_envelope(params, headers) {
-            return Ok(false);
-        }
-        match parsed {
-            Method::ToolsCall => {
-                let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or_default();
-                self.legacy_tool_call(name)?;
-                Ok(true)
-            }
-            Method::SubscriptionsListen => Ok(true),
-            _ => Ok(false),
-        }
-    }
-
-    /// [`Dispatcher::delegation`] on stdio, where there are no headers: the envelope in `_meta`
-    /// alone claims the 2026-07-28 revision.
-    fn stdio_delegation(&self, method: &str, params: Option<&Value>) -> Result<bool, ProtocolError> {
-        let claims = negotiation::claims_envelope(params, None);
-        let parsed = match Method::parse(method) {
-            None if method.starts_with("tasks/") => return Ok(false),
-            None | Some(Method::Discover | Method::ToolsList) => {
                 if claims {
                     let envelope = negotiation::parse_envelope_shape(params)?;
+                    if let Some(headers) = headers {
+                        headers::validate(method, params, envelope.protocol_version, headers.standard()?)?;
+                    }
                     negotiation::check_version(envelope.protocol_version)?;
                 }
                 return Ok(true);
@@ -698,7 +681,7 @@ impl Dispatcher {
             Err(e) => return refuse(e.id.as_ref(), &e.error),
         };
         if delegate {
-            match self.stdio_delegation(&method, params.as_ref()) {
+            match self.delegation(&method, params.as_ref(), None) {
                 Ok(true) => return StdioDecision::Delegate,
                 Ok(false) => {}
                 Err(error) => return refuse(Some(&id), &error),
