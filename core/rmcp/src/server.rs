@@ -314,9 +314,13 @@ impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
         let exchanges = self.exchanges();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            // Core's exchange body is in memory already: this takes it, it does not wait.
-            let body = axum::body::to_bytes(body, usize::MAX).await.map(|b| b.to_vec()).unwrap_or_default();
-            let answer = match (exchanges, read_exchange(&body)) {
+            // Core's exchange body is in memory already: this takes it, it does not wait. It is
+            // read and dropped before the exchange waits (for the task's whole life).
+            let call = match axum::body::to_bytes(body, usize::MAX).await {
+                Ok(bytes) => read_exchange(&bytes),
+                Err(e) => Err(serde::de::Error::custom(e)),
+            };
+            let answer = match (exchanges, call) {
                 (Err(e), _) => failure(format!("the server factory failed: {e}")),
                 (_, Err(e)) => failure(format!("rmcp cannot read the exchange: {e}")),
                 (Ok(exchanges), Ok(mut call)) => {

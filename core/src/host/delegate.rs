@@ -15,8 +15,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler};
-use crate::protocol::RpcError;
 use crate::protocol::server::{CallAnswer, ReplyTo, call_request, read_call_answer, response_message};
+use crate::protocol::{RpcError, StoredCall};
 
 /// The MCP server a [`Host`](super::Host) sits in front of ([`HostBuilder::delegate`](super::HostBuilder::delegate)).
 pub trait Delegate: Send + Sync + 'static {
@@ -67,10 +67,17 @@ impl ToolHandler for Exchange {
     }
 
     async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
-        let mut stored = call.stored();
+        // The call is taken apart, not copied: a task holds this future for its whole life.
+        let ToolCall { name, arguments, input_responses, state, envelope, .. } = call;
+        let mut stored = StoredCall {
+            arguments,
+            input_responses: input_responses.map(|r| *r),
+            state: state.map(|s| *s),
+            envelope: Some(Arc::unwrap_or_clone(envelope)),
+        };
         let mut request_state: Option<Value> = None;
         for round in 1u64.. {
-            let (headers, mut body) = call_request(&call.name, &stored, round);
+            let (headers, mut body) = call_request(&name, &stored, round);
             if let Some(state) = request_state.take() {
                 body["params"]["requestState"] = state;
             }
