@@ -361,11 +361,7 @@ impl<S: ServerHandler> ServerHandler for Unpanicking<S> {
     ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
         use futures::FutureExt;
         // A cancelled (or expired) task drops its tool's run, as core's host does.
-        let cancelled = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<RunContext>())
-            .map(RunContext::cancellation);
+        let cancelled = TaskRun::of(&context).map(|task| task.ctx.cancellation());
         let run = std::panic::AssertUnwindSafe(self.0.call_tool(request, context)).catch_unwind();
         let run = async move {
             match cancelled {
@@ -380,11 +376,7 @@ impl<S: ServerHandler> ServerHandler for Unpanicking<S> {
             return Err(ErrorData::internal_error("the task was cancelled", None));
         };
         outcome.unwrap_or_else(|panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
+            let message = mcp_tasks::host::panic_message(panic.as_ref());
             Err(ErrorData::internal_error(format!("tool panicked: {message}"), None))
         })
     }

@@ -242,20 +242,14 @@ impl Host {
         let pairs: Vec<(&str, &str)> = texts.iter().map(|(n, v)| (*n, v.as_ref())).collect();
         let request = HttpRequest { method: parts.method.as_str(), headers: Headers(&pairs), body: bytes.as_deref() };
         let principal = (self.inner.principal)(&parts);
-        let Some(delegate) = &self.inner.delegate else {
-            return match dispatcher.handle_http(&request, principal.as_deref()) {
-                Decision::Reply(reply) => http_reply(reply),
-                Decision::Route(routed) => self.perform(routed).await,
-                // Without a delegate the dispatcher is built without `delegate`.
-                Decision::Delegate | Decision::DelegateCall { .. } => {
-                    unreachable!("a host with nothing behind it never delegates")
-                }
-            };
-        };
-        match dispatcher.handle_http_with(&request, principal.as_deref(), &|tool| delegate.serves_tool(tool)) {
+        let delegate = self.inner.delegate.as_ref();
+        let serves = |tool: &str| delegate.is_none_or(|d| d.serves_tool(tool));
+        match dispatcher.handle_http_with(&request, principal.as_deref(), &serves) {
             Decision::Reply(reply) => http_reply(reply),
             Decision::Route(routed) => self.perform(routed).await,
             Decision::Delegate | Decision::DelegateCall { .. } => {
+                // Without a delegate the dispatcher is built without `delegate`.
+                let delegate = delegate.expect("a host with nothing behind it never delegates");
                 // A request core took that the SDK would refuse by a narrower reading (an
                 // Accept of `*/*` or of one media type, an id past i64) goes to it in the form
                 // it reads, and its answer to the client in core's framing.
@@ -449,14 +443,20 @@ async fn finish(ctx: TaskContext, outcome: Result<serde_json::Value, RpcError>) 
 async fn unpanicked<T>(work: impl std::future::Future<Output = Result<T, RpcError>>) -> Result<T, RpcError> {
     use futures::FutureExt;
     std::panic::AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".to_owned());
+        let message = panic_message(panic.as_ref());
         tracing::error!(panic = %message, "tool code panicked");
         Err(RpcError::internal(format!("tool panicked: {message}")))
     })
+}
+
+/// The message a caught panic carries (`"unknown panic"` for a payload that is no string), for a
+/// host that turns a panic in tool code into the error it reports (`tool panicked: {message}`).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 /// What performing a routed request gave.

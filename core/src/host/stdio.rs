@@ -54,21 +54,15 @@ impl Host {
                 continue;
             }
             let line = complete.then_some(text);
-            let decision = match &self.inner.delegate {
-                Some(delegate) => {
-                    self.inner.dispatcher.handle_stdio_with(line, STDIO_PRINCIPAL, &|tool| delegate.serves_tool(tool))
-                }
-                None => self.inner.dispatcher.handle_stdio(line, STDIO_PRINCIPAL),
-            };
-            match decision {
+            let delegate = self.inner.delegate.as_ref();
+            let serves = |tool: &str| delegate.is_none_or(|d| d.serves_tool(tool));
+            match self.inner.dispatcher.handle_stdio_with(line, STDIO_PRINCIPAL, &serves) {
                 StdioDecision::Reply(message) => {
                     let _ = lines.send(message.to_string());
                 }
                 StdioDecision::Ignore => {}
                 StdioDecision::Delegate => {
-                    let Some(delegate) = self.inner.delegate.clone() else {
-                        unreachable!("a dispatcher without a delegate never delegates")
-                    };
+                    let delegate = Arc::clone(delegate.expect("a dispatcher without a delegate never delegates"));
                     // One exchange with the server behind, its answer written as it arrives; a
                     // request in flight is stopped by `notifications/cancelled`, as a listen is.
                     let (id, request) = super::delegate::stdio_request(text);
