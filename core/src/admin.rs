@@ -27,7 +27,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
-use crate::protocol::{TaskEvent, TaskRecord, TaskStatus, TransitionError};
+use crate::protocol::{Actor, TaskEvent, TaskHistory, TaskRecord, TaskStatus, TransitionError};
 use crate::store::sqlite::{admin_outcome, enqueue_admin};
 use crate::store::{AdminAction, AdminOutcome, SqliteStore, StoreError, TaskStore, UpdateOutcome, int};
 
@@ -130,6 +130,14 @@ pub struct Admin {
     backend: Backend,
     /// How long a cancel or purge queued for a live SQLite host waits for its outcome.
     wait: Duration,
+    /// Who the operator is, as a cancel's history entry names them.
+    operator: Option<String>,
+}
+
+/// The name a cancel's history entry gives the operator who asked: the one given, else
+/// `"operator"`.
+pub fn operator_name(given: Option<&str>) -> String {
+    given.filter(|name| !name.is_empty()).unwrap_or("operator").to_owned()
 }
 
 enum Backend {
@@ -162,7 +170,7 @@ impl Admin {
             let admin = tokio::task::spawn_blocking(move || SqliteAdmin::open(path))
                 .await
                 .map_err(|e| StoreError::Backend(Box::new(e)))??;
-            return Ok(Self { backend: Backend::Sqlite(admin), wait });
+            return Ok(Self { backend: Backend::Sqlite(admin), wait, operator: None });
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             #[cfg(feature = "postgres")]
@@ -171,7 +179,7 @@ impl Admin {
                     return Err(AdminError::NotAStore("the PostgreSQL database".to_owned()));
                 }
                 let store = Box::new(crate::store::PostgresStore::connect(url).await?);
-                return Ok(Self { backend: Backend::Postgres { store, url: url.to_owned() }, wait });
+                return Ok(Self { backend: Backend::Postgres { store, url: url.to_owned() }, wait, operator: None });
             }
             #[cfg(not(feature = "postgres"))]
             return Err(AdminError::InvalidUrl(format!("{url:?}: this build has no PostgreSQL support")));
@@ -188,6 +196,13 @@ impl Admin {
     /// (default 10 s; zero returns [`Applied::Queued`] at once).
     pub fn with_wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
+        self
+    }
+
+    /// Names the operator whose cancels these are, for the tasks' histories (default
+    /// `"operator"`).
+    pub fn with_operator(mut self, name: impl Into<String>) -> Self {
+        self.operator = Some(name.into());
         self
     }
 
@@ -212,6 +227,19 @@ impl Admin {
             }
             #[cfg(feature = "postgres")]
             Backend::Postgres { store, .. } => Ok(store.get(id).await?),
+        }
+    }
+
+    /// A task's history, oldest first (empty for an unknown task, or one stored before the
+    /// store kept histories).
+    pub async fn history(&self, id: &str) -> Result<TaskHistory, AdminError> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let id = id.to_owned();
+                s.blocking(move |s| s.history(&id)).await
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => Ok(store.history(id).await?),
         }
     }
 
@@ -244,11 +272,13 @@ impl Admin {
 
     /// Cancels task `id` as `tasks/cancel` would (see the module docs for how, per store).
     pub async fn cancel(&self, id: &str) -> Result<Applied, AdminError> {
-        let action = AdminAction::Cancel { task_id: id.to_owned() };
+        let action = AdminAction::Cancel { task_id: id.to_owned(), operator: self.operator.clone() };
         match &self.backend {
             Backend::Sqlite(s) => s.apply(action, self.wait).await,
             #[cfg(feature = "postgres")]
-            Backend::Postgres { store, .. } => Ok(Applied::Done(direct_cancel(store.as_ref(), id).await?)),
+            Backend::Postgres { store, .. } => {
+                Ok(Applied::Done(direct_cancel(store.as_ref(), id, self.operator.as_deref()).await?))
+            }
         }
     }
 
@@ -316,18 +346,20 @@ impl Admin {
 
 /// Cancels through the transition function with a compare-and-set, on a store nothing else
 /// runs the task of (no live SQLite host), or whose workers adopt the change (PostgreSQL).
-async fn direct_cancel(store: &dyn TaskStore, id: &str) -> Result<AdminOutcome, AdminError> {
+async fn direct_cancel(store: &dyn TaskStore, id: &str, operator: Option<&str>) -> Result<AdminOutcome, AdminError> {
+    let by = Actor::Operator(operator_name(operator));
     for _ in 0..8 {
         let Some(mut task) = store.get(id).await? else {
             return Ok(AdminOutcome::NotFound);
         };
         let expected = task.version;
-        match task.apply(crate::clock::Clock::now_ms(&crate::clock::SystemClock), TaskEvent::Cancel) {
-            Ok(_) => {}
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let history = match task.apply_by(now, TaskEvent::Cancel, &by) {
+            Ok(applied) => applied.history,
             Err(TransitionError::Terminal(status)) => return Ok(AdminOutcome::AlreadyTerminal { status }),
             Err(e) => return Ok(AdminOutcome::Failed { message: e.to_string() }),
-        }
-        if store.update(&Arc::new(task), expected).await? == UpdateOutcome::Written {
+        };
+        if store.update(&Arc::new(task), expected, &history).await? == UpdateOutcome::Written {
             return Ok(AdminOutcome::Cancelled);
         }
         // Another writer changed it first: read it again and decide again.
@@ -513,6 +545,11 @@ impl SqliteAdmin {
         Ok(found.into_iter().next())
     }
 
+    fn history(&self, id: &str) -> Result<TaskHistory, AdminError> {
+        let conn = self.conn.lock();
+        crate::store::sqlite::read_history(&conn, id).map_err(|e| self.map_busy(e))
+    }
+
     fn stats(&self) -> Result<Vec<StatusCount>, AdminError> {
         let conn = self.conn.lock();
         let mut stmt = conn
@@ -550,7 +587,7 @@ impl SqliteAdmin {
             // No live host: apply it here, on the store opened as a host would open it.
             let store = self.blocking(Self::owned_store).await?;
             let outcome = match &action {
-                AdminAction::Cancel { task_id } => direct_cancel(&store, task_id).await,
+                AdminAction::Cancel { task_id, operator } => direct_cancel(&store, task_id, operator.as_deref()).await,
                 AdminAction::Purge { updated_before_ms } => direct_purge(&store, *updated_before_ms).await,
             };
             tokio::task::spawn_blocking(move || store.close()).await.map_err(|e| StoreError::Backend(Box::new(e)))?;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use mcp_tasks::Engine;
 use mcp_tasks::admin::{Admin, AdminError, Applied, Change, ListFilter};
 use mcp_tasks::engine::{EngineConfig, TaskOptions};
-use mcp_tasks::protocol::TaskStatus;
+use mcp_tasks::protocol::{Actor, HistoryEvent, TaskStatus};
 use mcp_tasks::store::{AdminOutcome, SqliteStore, TaskStore};
 use serde_json::json;
 
@@ -120,9 +120,21 @@ async fn on_a_live_host_a_cancel_is_queued_applied_by_its_sweep_and_reaches_the_
     let id = created.task.task_id;
     let token = ctx.handle();
 
-    let admin = Admin::open(&url(&dir)).await.unwrap();
+    ctx.set_status_message("halfway").await.unwrap();
+    let admin = Admin::open(&url(&dir)).await.unwrap().with_operator("ana");
     assert_eq!(admin.cancel(&id).await.unwrap(), Applied::Done(AdminOutcome::Cancelled));
     tokio::time::timeout(WITHIN, token.cancelled()).await.expect("the host's engine stopped the work");
+    // The host's engine wrote the cancel's history with the operator's name, as the CLI reads it.
+    let events: Vec<HistoryEvent> = admin.history(&id).await.unwrap().entries.into_iter().map(|e| e.event).collect();
+    assert_eq!(
+        events,
+        [
+            HistoryEvent::Created { tool: "job".into(), principal: "alice".into(), queued: false },
+            HistoryEvent::Message { message: "halfway".into() },
+            HistoryEvent::CancelRequested { by: Actor::Operator("ana".into()) },
+            HistoryEvent::Status { status: TaskStatus::Cancelled, message: Some("Task cancelled".into()) },
+        ]
+    );
     assert_eq!(engine.get("alice", &id).await.unwrap().task.status, TaskStatus::Cancelled);
     assert!(!ctx.complete(json!({"content": []})).await.unwrap(), "a late result is discarded");
     assert_eq!(
@@ -238,6 +250,13 @@ mod postgres {
 
         assert_eq!(admin.cancel(&running).await.unwrap(), Applied::Done(AdminOutcome::Cancelled));
         tokio::time::timeout(WITHIN, work.handle().cancelled()).await.expect("the worker running it stopped it");
+        let history = admin.history(&running).await.unwrap();
+        let by = history.entries.iter().find_map(|e| match &e.event {
+            HistoryEvent::CancelRequested { by } => Some(by.clone()),
+            _ => None,
+        });
+        assert_eq!(by, Some(Actor::Operator("operator".into())), "{history:?}");
+        assert_eq!(admin.history(&done).await.unwrap().entries.len(), 3, "created, result, completed");
         assert_eq!(
             admin.cancel(&done).await.unwrap(),
             Applied::Done(AdminOutcome::AlreadyTerminal { status: TaskStatus::Completed })

@@ -392,12 +392,12 @@ async fn sqlite_refuses_to_change_a_terminal_row_with(durability: Durability) {
     store.insert(&Arc::new(task.clone())).await.unwrap();
     let v = task.version;
     task.apply(1, mcp_tasks::protocol::TaskEvent::Cancel).unwrap();
-    assert_eq!(store.update(&Arc::new(task.clone()), v).await.unwrap(), UpdateOutcome::Written);
+    assert_eq!(store.update(&Arc::new(task.clone()), v, &[]).await.unwrap(), UpdateOutcome::Written);
     // Even a writer that skips the transition function cannot move a terminal row.
     let mut forged = task.clone();
     forged.status = TaskStatus::Completed;
     forged.version += 1;
-    assert_eq!(store.update(&Arc::new(forged.clone()), task.version).await.unwrap(), UpdateOutcome::Conflict);
+    assert_eq!(store.update(&Arc::new(forged.clone()), task.version, &[]).await.unwrap(), UpdateOutcome::Conflict);
     assert_eq!(store.get("x").await.unwrap().unwrap().status, TaskStatus::Cancelled);
     assert!(matches!(store.insert(&Arc::new(task.clone())).await, Err(StoreError::Duplicate(_))));
 }
@@ -457,7 +457,7 @@ async fn sqlite_reads_see_every_acknowledged_write() {
                         let before = task.version;
                         task.apply(n + version, TaskEvent::SetStatusMessage(format!("m{version}"))).unwrap();
                         assert_eq!(
-                            store.update(&Arc::new(task.clone()), before).await.unwrap(),
+                            store.update(&Arc::new(task.clone()), before, &[]).await.unwrap(),
                             UpdateOutcome::Written
                         );
                         for _ in 0..3 {
@@ -490,7 +490,7 @@ fn redo_child(path: &str) {
             store.insert(&Arc::new(task.clone())).await.unwrap();
             if n % 2 == 0 {
                 task.apply(n + 1, TaskEvent::Cancel).unwrap();
-                assert_eq!(store.update(&Arc::new(task.clone()), 1).await.unwrap(), UpdateOutcome::Written);
+                assert_eq!(store.update(&Arc::new(task.clone()), 1, &[]).await.unwrap(), UpdateOutcome::Written);
             }
         }
     });

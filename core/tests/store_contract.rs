@@ -100,13 +100,15 @@ mod postgres {
 }
 
 /// A store that ignores the expected version (a lost-update bug) fails the compare-and-set
-/// check by name, and only that one: the suite catches what it claims to.
+/// checks by name (the records' and the histories'), and only those; one that drops the
+/// history of updates fails the history's: the suite catches what it claims to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_that_skips_compare_and_set_is_caught() {
-    use mcp_tasks::protocol::TaskRecord;
+async fn a_store_that_skips_compare_and_set_or_history_is_caught() {
+    use mcp_tasks::protocol::{HistoryEntry, TaskHistory, TaskRecord};
     use mcp_tasks::store::{StoreError, UpdateOutcome};
 
-    struct Lax(MemoryStore);
+    /// A memory store with one bug: it skips compare-and-set, or (`forgetful`) the history.
+    struct Lax(MemoryStore, bool);
 
     #[async_trait]
     impl TaskStore for Lax {
@@ -116,9 +118,20 @@ async fn a_store_that_skips_compare_and_set_is_caught() {
         async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
             self.0.get(id).await
         }
-        async fn update(&self, task: &Arc<TaskRecord>, _expected: u64) -> Result<UpdateOutcome, StoreError> {
+        async fn update(
+            &self,
+            task: &Arc<TaskRecord>,
+            expected: u64,
+            history: &[HistoryEntry],
+        ) -> Result<UpdateOutcome, StoreError> {
+            if self.1 {
+                return self.0.update(task, expected, &[]).await;
+            }
             let Some(stored) = self.0.get(&task.id).await? else { return Ok(UpdateOutcome::Conflict) };
-            self.0.update(task, stored.version).await
+            self.0.update(task, stored.version, history).await
+        }
+        async fn history(&self, id: &str) -> Result<TaskHistory, StoreError> {
+            self.0.history(id).await
         }
         async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
             self.0.unfinished(owner, limit).await
@@ -137,19 +150,23 @@ async fn a_store_that_skips_compare_and_set_is_caught() {
         }
     }
 
-    struct LaxUnderTest;
+    struct LaxUnderTest(bool);
 
     #[async_trait]
     impl StoreUnderTest for LaxUnderTest {
         async fn fresh(&self) -> Arc<dyn TaskStore> {
-            Arc::new(Lax(MemoryStore::new()))
+            Arc::new(Lax(MemoryStore::new(), self.0))
         }
         async fn again(&self, _store: Arc<dyn TaskStore>) -> Option<Arc<dyn TaskStore>> {
             None
         }
     }
 
-    let failures = mcp_tasks::store::contract::check(&LaxUnderTest).await;
-    assert_eq!(failures.len(), 1, "{failures:#?}");
+    let failures = mcp_tasks::store::contract::check(&LaxUnderTest(false)).await;
+    assert_eq!(failures.len(), 2, "{failures:#?}");
     assert!(failures[0].starts_with("compare_and_set:"), "{failures:#?}");
+    assert!(failures[1].starts_with("history_goes_with_its_change: a stale update was written"), "{failures:#?}");
+    let failures = mcp_tasks::store::contract::check(&LaxUnderTest(true)).await;
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert!(failures[0].starts_with("history_goes_with_its_change: after an update"), "{failures:#?}");
 }

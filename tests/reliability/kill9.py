@@ -10,11 +10,12 @@ client received:
 - acknowledged: CreateTaskResults received before the kill;
 - lost: acknowledged tasks the restarted server does not know (-32602);
 - stuck: acknowledged tasks still `working` or `input_required` after the restart (the host
-  must fail what the dead process was running, at start-up).
+  must fail what the dead process was running, at start-up);
+- history: tasks whose history does not match what their row kept (`servers.history_problems`).
 
     tests/reliability/kill9.py rust|python|node [--trials 20] [--seed N]
 
-Prints one line per trial and a total; exits 1 if any task was lost or stuck. Not part of CI
+Prints one line per trial and a total; exits 1 if any task was lost or stuck or a history is wrong. Not part of CI
 (a minute or more per server); docs/reliability.md quotes its output.
 """
 
@@ -28,12 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from servers import KINDS, Client, Server, build, create_until, log
+from servers import KINDS, Client, Server, build, create_until, history_problems, log
 
 WRITERS = 8
 
 
-def trial(kind: str, rng: random.Random) -> tuple[int, int, int]:
+def trial(kind: str, rng: random.Random) -> tuple[int, int, int, int]:
     with tempfile.TemporaryDirectory() as tmp:
         store = f"sqlite://{Path(tmp) / 'tasks.db'}"
         server = Server(kind, store)
@@ -73,7 +74,10 @@ def trial(kind: str, rng: random.Random) -> tuple[int, int, int]:
             client.close()
         finally:
             server.kill()
-        return len(acknowledged), lost, stuck
+        problems = history_problems(store)
+        for problem in problems[:5]:
+            log(f"  history: {problem}")
+        return len(acknowledged), lost, stuck, len(problems)
 
 
 def main() -> int:
@@ -86,18 +90,19 @@ def main() -> int:
     rng = random.Random(seed)
     build(args.server)
     log(f"{args.server}: {args.trials} trials, seed {seed}")
-    totals = [0, 0, 0]
+    totals = [0, 0, 0, 0]
     started = time.monotonic()
     for n in range(1, args.trials + 1):
-        acknowledged, lost, stuck = trial(args.server, rng)
-        totals = [totals[0] + acknowledged, totals[1] + lost, totals[2] + stuck]
-        print(f"trial {n:2}: acknowledged {acknowledged:6}  lost {lost}  stuck {stuck}", flush=True)
+        counts = trial(args.server, rng)
+        totals = [total + count for total, count in zip(totals, counts)]
+        acknowledged, lost, stuck, history = counts
+        print(f"trial {n:2}: acknowledged {acknowledged:6}  lost {lost}  stuck {stuck}  history {history}", flush=True)
     print(
         f"{args.server}: {args.trials} trials in {time.monotonic() - started:.0f} s: "
-        f"acknowledged {totals[0]}  lost {totals[1]}  stuck {totals[2]}",
+        f"acknowledged {totals[0]}  lost {totals[1]}  stuck {totals[2]}  history {totals[3]}",
         flush=True,
     )
-    return 1 if totals[1] or totals[2] else 0
+    return 1 if totals[1] or totals[2] or totals[3] else 0
 
 
 if __name__ == "__main__":

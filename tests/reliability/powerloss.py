@@ -23,7 +23,9 @@ The server restarts on what is left, and every acknowledged fact is read back:
   last writes, not a hole). A fact's time is the server's: the task's `createdAt` for a create,
   its `lastUpdatedAt` for a completion, so the clients' own scheduling does not blur the order;
   50 ms covers a write stamped before it waited its turn in the log;
-- window: how long before the power loss the earliest lost fact happened.
+- window: how long before the power loss the earliest lost fact happened;
+- history: a task whose history does not match what its row kept (an entry of a change that
+  was lost, a kept change without its entry: `servers.history_problems`).
 
     tests/reliability/powerloss.py [rust|python|node] [--durability normal|full|both|postgres]
                                    [--keep none|prefix|some] [--trials 20] [--seed N] [--smoke]
@@ -33,8 +35,9 @@ The server restarts on what is left, and every acknowledged fact is read back:
 default), a random prefix in the order they were made, or a random subset
 (a disk that reorders), each write kept or lost whole.
 
-Targets: with `?durability=full` and PostgreSQL, 0 lost, 0 reverted, 0 stuck, 0 torn; with the
-default (`normal`, the redo log), 0 stuck, 0 torn, 0 out of order, and the window reported. Prints one
+Targets: with `?durability=full` and PostgreSQL, 0 lost, 0 reverted, 0 stuck, 0 torn, 0 history;
+with the default (`normal`, the redo log), 0 stuck, 0 torn, 0 out of order, 0 history, and the
+window reported. Prints one
 line per trial and a total per durability; exits 1 when a target is missed. `--smoke` runs 2
 trials per durability (tests/run-all); docs/reliability.md quotes a full run.
 """
@@ -56,7 +59,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from servers import KINDS, ROOT, Client, Server, build, create_until, free_port, log
+from servers import KINDS, ROOT, Client, Server, build, create_until, free_port, history_problems, log
 
 WRITERS = 8
 # A fact lost this long before one that survived is out of order (see the docstring).
@@ -218,6 +221,7 @@ class Outcome:
     stuck: int = 0
     torn: int = 0
     out_of_order: int = 0
+    history: int = 0
     window_ms: float = 0.0
 
 
@@ -460,6 +464,10 @@ def _run(kind: str, store: str, env: dict[str, str], extra: list[str], data: Pat
         client.close()
     finally:
         server.kill()
+    problems = history_problems(store, psql=f"{_pg_bin()}/psql" if pg is not None else None)
+    for problem in problems[:5]:
+        log(f"  history: {problem}")
+    outcome.history = len(problems)
     if lost_at:
         earliest = min(lost_at)
         outcome.window_ms = (killed_at - earliest) * 1000
@@ -512,12 +520,12 @@ def main() -> int:
             o = trial(args.kind, durability, args.keep, shim, rng, clean_pg, args.pg_setting)
             log(f"  {durability} trial {i + 1}: {o.creates} creates and {o.completions} completions acknowledged; "
                 f"lost {o.lost}, reverted {o.reverted}, stuck {o.stuck}, torn {o.torn}, "
-                f"out of order {o.out_of_order}, window {o.window_ms:.0f} ms")
-            for name in ("creates", "completions", "lost", "reverted", "stuck", "torn", "out_of_order"):
+                f"out of order {o.out_of_order}, history {o.history}, window {o.window_ms:.0f} ms")
+            for name in ("creates", "completions", "lost", "reverted", "stuck", "torn", "out_of_order", "history"):
                 setattr(total, name, getattr(total, name) + getattr(o, name))
             if o.lost or o.reverted:
                 windows.append(o.window_ms)
-        missed = total.stuck + total.torn + total.out_of_order
+        missed = total.stuck + total.torn + total.out_of_order + total.history
         if durability in ("full", "postgres"):
             missed += total.lost + total.reverted
         failed |= missed > 0
@@ -525,7 +533,7 @@ def main() -> int:
                  f"({len(windows)} of {trials} trials lost something)" if windows else "nothing lost in any trial"
         log(f"{durability}: {total.creates} creates and {total.completions} completions acknowledged; "
             f"lost {total.lost}, reverted {total.reverted}, stuck {total.stuck}, torn {total.torn}, "
-            f"out of order {total.out_of_order}; {window}")
+            f"out of order {total.out_of_order}, history {total.history}; {window}")
     if clean_pg is not None:
         shutil.rmtree(clean_pg, ignore_errors=True)
     return 1 if failed else 0

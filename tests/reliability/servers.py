@@ -205,3 +205,64 @@ def create_until(port: int, writer: int, stop: threading.Event, seconds: Callabl
 
 def log(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
+
+
+# PostgreSQL keeps a row per entry, keyed by the version of the change that wrote it; every
+# task with its newest and oldest entries.
+_PG_HISTORY_SQL = """
+SELECT t.id, t.status, t.version,
+  (SELECT max(e.version) FROM mcp_task_events e WHERE e.task_id = t.id),
+  (SELECT e.event FROM mcp_task_events e WHERE e.task_id = t.id ORDER BY e.version DESC, e.n DESC LIMIT 1),
+  (SELECT e.event FROM mcp_task_events e WHERE e.task_id = t.id ORDER BY e.version, e.n LIMIT 1)
+FROM mcp_tasks t
+"""
+_PG_ORPHANS_SQL = "SELECT count(*) FROM mcp_task_events WHERE task_id NOT IN (SELECT id FROM mcp_tasks)"
+
+
+def history_problems(store: str, psql: str | None = None) -> list[str]:
+    """What is wrong with the tasks' histories in a stopped server's store: every history starts
+    with the creation and a terminal task's ends with its status; on SQLite, which keeps a task's
+    history in its row (written by the row's own statement), it has an entry for each of the
+    row's changes (at least as many as its version); on PostgreSQL, which keeps a row per entry
+    in the same statement, the newest entry is of the row's version (a kept change has its
+    entries) and none is newer (no entry of a lost change), and no entry outlives its task. Holds
+    for the writes these scripts make, each of which records at least one entry."""
+    rows: list[tuple[str, str, int, int | None, list[dict]]] = []
+    orphans = 0
+    if store.startswith("sqlite://"):
+        import sqlite3
+        path = store.removeprefix("sqlite://").split("?")[0]
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            for task_id, status, version, history in conn.execute("SELECT id, status, version, history FROM tasks"):
+                entries = [json.loads(line) for line in (history or "").splitlines()]
+                rows.append((task_id, status, version, None, entries))
+        finally:
+            conn.close()
+    else:
+        def query(sql: str) -> list[list[str]]:
+            out = subprocess.run([psql or "psql", store, "-AtX", "-F", "\x1f", "-c", sql], check=True,
+                                 capture_output=True, text=True).stdout
+            return [line.split("\x1f") for line in out.splitlines()]
+
+        for task_id, status, version, newest_version, newest, oldest in query(_PG_HISTORY_SQL):
+            entries = [json.loads(oldest), json.loads(newest)] if newest else []
+            rows.append((task_id, status, int(version), int(newest_version) if newest_version else None, entries))
+        orphans = int(query(_PG_ORPHANS_SQL)[0][0])
+    problems = [f"{orphans} history entries of tasks that are gone"] if orphans else []
+    for task_id, status, version, newest_version, entries in rows:
+        if not entries:
+            problems.append(f"{task_id}: no history")
+            continue
+        if newest_version is None and len(entries) < version:
+            problems.append(f"{task_id}: {len(entries)} entries for {version} versions: a change without its entry")
+        if newest_version is not None and newest_version > version:
+            problems.append(f"{task_id}: an entry of version {newest_version}, a change the row (v{version}) lost")
+        if newest_version is not None and newest_version < version:
+            problems.append(f"{task_id}: the row's change (v{version}) has no entry (newest v{newest_version})")
+        if entries[0].get("event") != "created":
+            problems.append(f"{task_id}: the history starts with {entries[0]}")
+        last = entries[-1]
+        if status in ("completed", "failed", "cancelled") and (last.get("event"), last.get("status")) != ("status", status):
+            problems.append(f"{task_id}: {status}, but the history ends with {last}")
+    return problems

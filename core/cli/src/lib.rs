@@ -27,7 +27,7 @@ use mcp_tasks::admin::{Admin, AdminError, Applied, Change, ListFilter, StatusCou
 use mcp_tasks::clock::{Clock as _, SystemClock};
 use mcp_tasks::protocol::server::get_result;
 use mcp_tasks::protocol::time::format_ms;
-use mcp_tasks::protocol::{TaskRecord, TaskStatus};
+use mcp_tasks::protocol::{HistoryEntry, TaskRecord, TaskStatus};
 use mcp_tasks::store::AdminOutcome;
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show one task as `tasks/get` answers it (with its tool and principal).
+    /// Show one task as `tasks/get` answers it (with its tool and principal), and its history.
     Show {
         /// The task id.
         id: String,
@@ -81,6 +81,9 @@ enum Command {
     Cancel {
         /// The task id.
         id: String,
+        /// Who is cancelling, as the task's history records it (default: $USER).
+        #[arg(long, env = "MCP_TASKS_OPERATOR")]
+        operator: Option<String>,
         /// How long to wait for a live host to apply it (SQLite), in seconds.
         #[arg(long, default_value_t = 10.0)]
         wait: f64,
@@ -225,7 +228,14 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
         }
         Command::Show { id } => match admin.show(&id).await? {
             Some(task) => {
-                let shown = with_owner(get_result(task.to_detailed()), &task);
+                let mut shown = with_owner(get_result(task.to_detailed()), &task);
+                let history = admin.history(&id).await?;
+                if let Value::Object(map) = &mut shown {
+                    map.insert("history".into(), Value::Array(history.entries.iter().map(history_json).collect()));
+                    if history.dropped > 0 {
+                        map.insert("historyDropped".into(), history.dropped.into());
+                    }
+                }
                 writeln!(out, "{}", serde_json::to_string_pretty(&shown).expect("JSON values serialize"))?;
                 Ok(0)
             }
@@ -234,8 +244,9 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
                 Ok(1)
             }
         },
-        Command::Cancel { id, wait: seconds } => {
-            let applied = admin.with_wait(wait(seconds)?).cancel(&id).await?;
+        Command::Cancel { id, operator, wait: seconds } => {
+            let operator = operator.or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "operator".into());
+            let applied = admin.with_wait(wait(seconds)?).with_operator(operator).cancel(&id).await?;
             report(out, &id, applied)
         }
         Command::Purge { older_than, wait: seconds } => {
@@ -284,6 +295,15 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
             Ok(0)
         }
     }
+}
+
+/// A history entry as `show` prints it: its time as an RFC 3339 `at`, then the event's fields.
+fn history_json(entry: &HistoryEntry) -> Value {
+    let mut value = serde_json::to_value(&entry.event).expect("history events serialize");
+    if let Value::Object(map) = &mut value {
+        map.insert("at".into(), Value::String(format_ms(entry.at_ms)));
+    }
+    value
 }
 
 /// A task as one JSON object: what `tasks/get` shows, plus its tool and principal.

@@ -55,13 +55,22 @@ async fn list_show_stats_cancel_and_purge_print_what_they_did() {
     assert_eq!(shown["status"], "completed");
     assert_eq!(shown["principal"], "alice");
     assert_eq!(shown["resultType"], "complete", "as tasks/get answers it");
+    let events: Vec<&str> = shown["history"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["created", "result", "status"], "{shown}");
+    assert_eq!(shown["history"][0]["tool"], "report");
+    assert!(shown["history"][2]["at"].as_str().unwrap().ends_with('Z'), "{shown}");
 
     let stats = cli(&url, &["stats", "--json"]);
     let counts: Value = serde_json::from_str(&stdout(&stats)).unwrap();
     assert_eq!(counts.as_array().map(Vec::len), Some(2));
 
-    let cancel = cli(&url, &["cancel", &working]);
+    let cancel = cli(&url, &["cancel", "--operator", "ana", &working]);
     assert_eq!((cancel.status.code(), stdout(&cancel)), (Some(0), format!("cancelled {working}\n")));
+    let shown: Value = serde_json::from_str(&stdout(&cli(&url, &["show", &working]))).unwrap();
+    let history = shown["history"].as_array().unwrap();
+    assert_eq!(history[history.len() - 2]["event"], "cancel_requested", "{shown}");
+    assert_eq!(history[history.len() - 2]["by"], json!({"operator": "ana"}), "the operator is named");
+    assert_eq!(history[history.len() - 1]["status"], "cancelled");
     let again = cli(&url, &["cancel", &done]);
     assert_eq!(stdout(&again), format!("{done} is already completed; unchanged\n"));
     let unknown = cli(&url, &["cancel", "nope"]);

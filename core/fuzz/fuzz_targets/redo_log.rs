@@ -3,14 +3,15 @@
 //! byte and has up to three bits flipped. Replay must never panic, must read back exactly a
 //! prefix of the records written (never a damaged one as if it were a write), and must leave
 //! each task as the model of those writes says: inserts when absent, updates only over an older
-//! unfinished version, terminal rows never changed.
+//! unfinished version, terminal rows never changed; and each task's history holds exactly the
+//! entries of the writes applied (an update's entries come with it or not at all).
 #![no_main]
 
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tasks::store::fuzz::{RedoRecord, read_redo, redo_frame, replay};
-use mcp_tasks_protocol::{RpcError, TaskEvent, TaskRecord};
+use mcp_tasks::store::fuzz::{RedoRecord, read_redo, redo_frame, replay, replay_history};
+use mcp_tasks_protocol::{HistoryEntry, RpcError, TaskEvent, TaskRecord};
 use serde_json::json;
 
 /// Reads the input a byte at a time, then zeros.
@@ -29,17 +30,21 @@ impl Input<'_> {
     }
 }
 
-fn apply(state: &mut BTreeMap<String, TaskRecord>, record: &RedoRecord) {
+/// A task as the model stores it: the record and its history.
+type Stored = (TaskRecord, Vec<HistoryEntry>);
+
+fn apply(state: &mut BTreeMap<String, Stored>, record: &RedoRecord) {
     match record {
         RedoRecord::Insert(task) => {
-            state.entry(task.id.clone()).or_insert_with(|| task.clone());
+            state.entry(task.id.clone()).or_insert_with(|| (task.clone(), vec![HistoryEntry::created(task)]));
         }
-        RedoRecord::Update(task) => {
-            if let Some(stored) = state.get_mut(&task.id)
+        RedoRecord::Update(task, history) => {
+            if let Some((stored, entries)) = state.get_mut(&task.id)
                 && stored.version < task.version
                 && !stored.status.is_terminal()
             {
                 *stored = task.clone();
+                entries.extend(history.iter().cloned());
             }
         }
         RedoRecord::Delete(ids) => {
@@ -87,8 +92,8 @@ fuzz_target!(|data: &[u8]| {
             _ => TaskEvent::Expire,
         };
         let task = &mut live[at];
-        if task.apply(now, event).is_ok() {
-            writes.push(RedoRecord::Update(task.clone()));
+        if let Ok(applied) = task.apply(now, event) {
+            writes.push(RedoRecord::Update(task.clone(), applied.history));
         }
     }
     // The log is rewound (not truncated) once SQLite holds every logged write: the writes
@@ -141,13 +146,18 @@ fuzz_target!(|data: &[u8]| {
     for record in &writes[..committed] {
         apply(&mut stored, record);
     }
-    let before: Vec<TaskRecord> = stored.values().cloned().collect();
+    let before: Vec<TaskRecord> = stored.values().map(|(task, _)| task.clone()).collect();
+    let before_history: Vec<Stored> = stored.values().cloned().collect();
     let mut expected = stored;
     for record in &read {
         apply(&mut expected, record);
     }
     let replayed = replay(&before, &log).expect("replay succeeds on any log");
-    assert_eq!(replayed, expected.values().cloned().collect::<Vec<_>>());
+    assert_eq!(replayed, expected.values().map(|(task, _)| task.clone()).collect::<Vec<_>>());
+    let histories = replay_history(&before_history, &log).expect("replay succeeds on any log");
+    let expected_histories: Vec<(String, Vec<HistoryEntry>)> =
+        expected.iter().map(|(id, (_, history))| (id.clone(), history.clone())).collect();
+    assert_eq!(histories, expected_histories, "a history does not match its task's writes");
     if flips == 0 {
         // After a crash, the store is exactly as after the writes up to the last one read back
         // (or the last one committed, if later): nothing acknowledged and logged intact is

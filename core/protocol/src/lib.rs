@@ -11,6 +11,7 @@
 pub mod client;
 pub mod error;
 pub mod headers;
+pub mod history;
 pub mod negotiation;
 pub mod number;
 pub mod request;
@@ -23,6 +24,7 @@ pub mod types;
 pub use error::{
     ERROR_CLASSES, ERROR_TABLE, ErrorClass, ErrorKind, ProtocolError, QuotaScope, RpcError, class_for_code,
 };
+pub use history::{Actor, HistoryEntry, HistoryEvent, TaskHistory};
 pub use negotiation::{Dispatch, Envelope, TaskMode};
 pub use task::{Resume, SparseMap, StoredCall, TaskEvent, TaskRecord, TransitionError};
 pub use types::*;

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{ErrorKind, RpcError};
+use super::history::{Actor, HistoryEntry, HistoryEvent};
 use super::negotiation::Envelope;
 use super::time::format_ms;
 use super::types::{DetailedTask, InputRequests, InputResponses, Task, TaskStatus};
@@ -319,6 +320,9 @@ pub struct Applied {
     pub changed: bool,
     /// Keys answered by a `ProvideInput` that were outstanding.
     pub answered: Vec<String>,
+    /// What the change records in the task's history (none when nothing changed), for the
+    /// store to write with the record.
+    pub history: Vec<HistoryEntry>,
 }
 
 /// The message of a task that expired before finishing.
@@ -387,12 +391,23 @@ impl TaskRecord {
     }
 
     /// The one transition function: applies `event` at `now_ms`, or refuses it and changes
-    /// nothing. Time never moves `lastUpdatedAt` backwards.
+    /// nothing. Time never moves `lastUpdatedAt` backwards. A cancel or an answer is the
+    /// client's; [`TaskRecord::apply_by`] names someone else.
     pub fn apply(&mut self, now_ms: u64, event: TaskEvent) -> Result<Applied, TransitionError> {
+        self.apply_by(now_ms, event, &Actor::Client)
+    }
+
+    /// [`TaskRecord::apply`], with `by` as who asked for a cancel or gave answers (the history
+    /// records it).
+    pub fn apply_by(&mut self, now_ms: u64, event: TaskEvent, by: &Actor) -> Result<Applied, TransitionError> {
         if self.status.is_terminal() {
             return Err(TransitionError::Terminal(self.status));
         }
-        let mut applied = Applied { changed: true, answered: Vec::new() };
+        let status_before = self.status;
+        let message_before = self.status_message.clone();
+        let mut applied = Applied { changed: true, answered: Vec::new(), history: Vec::new() };
+        // What the event itself says; the status or message it changed follows it.
+        let mut said: Option<HistoryEvent> = None;
         match event {
             TaskEvent::SetStatusMessage(message) => {
                 if self.status_message.as_deref() == Some(message.as_str()) {
@@ -410,6 +425,7 @@ impl TaskRecord {
                 {
                     return Err(TransitionError::DuplicateInputKey(key.clone()));
                 }
+                said = Some(HistoryEvent::InputRequested { keys: requests.keys().cloned().collect() });
                 for (key, request) in requests {
                     // Asked again by a later attempt: still outstanding, or its answer waits
                     // in `answers`; either way the client is not asked twice.
@@ -434,8 +450,11 @@ impl TaskRecord {
                 }
                 if applied.answered.is_empty() {
                     applied.changed = false;
-                } else if self.input_requests.is_empty() {
-                    self.status = TaskStatus::Working;
+                } else {
+                    said = Some(HistoryEvent::InputAnswered { keys: applied.answered.clone(), by: by.clone() });
+                    if self.input_requests.is_empty() {
+                        self.status = TaskStatus::Working;
+                    }
                 }
             }
             TaskEvent::TakeAnswers(keys) => {
@@ -446,19 +465,24 @@ impl TaskRecord {
                 applied.changed = self.answers.len() != before;
             }
             TaskEvent::Complete(result) => {
+                let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                said = Some(HistoryEvent::Result { is_error });
                 self.finish(TaskStatus::Completed);
                 self.result = Some(Box::new(with_complete_result_type(result)));
             }
             TaskEvent::Fail(error) => {
+                said = Some(HistoryEvent::Error { code: error.code });
                 self.finish(TaskStatus::Failed);
                 self.status_message = Some(error.message.clone());
                 self.error = Some(Box::new(error));
             }
             TaskEvent::Cancel => {
+                said = Some(HistoryEvent::CancelRequested { by: by.clone() });
                 self.finish(TaskStatus::Cancelled);
                 self.status_message = Some("Task cancelled".to_owned());
             }
             TaskEvent::Expire => {
+                said = Some(HistoryEvent::Expired);
                 self.finish(TaskStatus::Failed);
                 self.status_message = Some(EXPIRED_MESSAGE.to_owned());
                 self.error = Some(Box::new(
@@ -467,6 +491,9 @@ impl TaskRecord {
                 ));
             }
             TaskEvent::Abandon(message) => {
+                if !self.is_waiting() {
+                    said = Some(HistoryEvent::WorkerLost { owner: self.owner.clone(), attempt: self.attempt });
+                }
                 if self.is_waiting() {
                     // No worker ran it: nothing was lost.
                     applied.changed = false;
@@ -506,6 +533,7 @@ impl TaskRecord {
                 if self.checkpoint.as_deref() == Some(&value) {
                     applied.changed = false;
                 } else {
+                    said = Some(HistoryEvent::Checkpoint);
                     self.checkpoint = Some(Box::new(value));
                 }
             }
@@ -513,6 +541,7 @@ impl TaskRecord {
                 if !self.is_runnable(now_ms) {
                     return Err(TransitionError::NotRunnable);
                 }
+                said = Some(HistoryEvent::Claimed { owner: owner.clone(), attempt: self.attempt + 1 });
                 self.owner = owner;
                 self.runnable_at_ms = None;
                 self.attempt += 1;
@@ -525,6 +554,21 @@ impl TaskRecord {
         if applied.changed {
             self.updated_at_ms = self.updated_at_ms.max(now_ms);
             self.version += 1;
+            let at_ms = self.updated_at_ms;
+            applied.history.extend(said.map(|event| HistoryEntry { at_ms, event }));
+            let claimed = applied.history.iter().any(|e| matches!(e.event, HistoryEvent::Claimed { .. }));
+            if self.status != status_before {
+                let message = self.status_message.clone();
+                applied
+                    .history
+                    .push(HistoryEntry { at_ms, event: HistoryEvent::Status { status: self.status, message } });
+            } else if self.status_message != message_before
+                && !claimed
+                && let Some(message) = self.status_message.clone()
+            {
+                applied.history.push(HistoryEntry { at_ms, event: HistoryEvent::Message { message } });
+            }
+            debug_assert!(applied.history.len() <= super::history::MAX_ENTRIES_PER_CHANGE);
         }
         Ok(applied)
     }
@@ -826,5 +870,74 @@ mod tests {
         task.apply(5000, TaskEvent::SetStatusMessage("a".into())).unwrap();
         task.apply(4000, TaskEvent::SetStatusMessage("b".into())).unwrap();
         assert_eq!(task.updated_at_ms, 5000);
+    }
+
+    #[test]
+    fn each_change_says_what_it_did_for_the_history() {
+        use crate::history::{Actor, HistoryEvent as H};
+        let events = |task: &mut TaskRecord, now: u64, event: TaskEvent, by: &Actor| -> Vec<H> {
+            task.apply_by(now, event, by).unwrap().history.into_iter().map(|e| e.event).collect()
+        };
+        let mut task = record();
+        assert_eq!(
+            events(&mut task, 1001, TaskEvent::SetStatusMessage("m".into()), &Actor::Client),
+            [H::Message { message: "m".into() }]
+        );
+        assert!(events(&mut task, 1002, TaskEvent::SetStatusMessage("m".into()), &Actor::Client).is_empty());
+        assert_eq!(
+            events(&mut task, 1003, TaskEvent::RequestInput(requests(&["a"])), &Actor::Client),
+            [
+                H::InputRequested { keys: vec!["a".into()] },
+                H::Status { status: TaskStatus::InputRequired, message: Some("m".into()) }
+            ]
+        );
+        let answers: InputResponses = [("a".to_owned(), json!({"action": "accept"}))].into_iter().collect();
+        let by = Actor::Operator("ana".into());
+        assert_eq!(
+            events(&mut task, 1004, TaskEvent::ProvideInput(answers), &by),
+            [
+                H::InputAnswered { keys: vec!["a".into()], by: by.clone() },
+                H::Status { status: TaskStatus::Working, message: Some("m".into()) }
+            ]
+        );
+        assert!(events(&mut task, 1005, TaskEvent::TakeAnswers(vec!["a".into()]), &Actor::Client).is_empty());
+        assert_eq!(events(&mut task, 1006, TaskEvent::Checkpoint(json!(1)), &Actor::Client), [H::Checkpoint]);
+        let applied = task.apply_by(1007, TaskEvent::Cancel, &by).unwrap();
+        assert_eq!(applied.history.iter().map(|e| e.at_ms).collect::<Vec<_>>(), [1007, 1007]);
+        assert_eq!(
+            applied.history.into_iter().map(|e| e.event).collect::<Vec<_>>(),
+            [
+                H::CancelRequested { by },
+                H::Status { status: TaskStatus::Cancelled, message: Some("Task cancelled".into()) }
+            ]
+        );
+
+        let mut task = record();
+        assert_eq!(
+            events(&mut task, 1001, TaskEvent::Complete(json!({"content": [], "isError": true})), &Actor::Client),
+            [H::Result { is_error: true }, H::Status { status: TaskStatus::Completed, message: None }]
+        );
+        let mut task = record();
+        assert_eq!(
+            events(&mut task, 1001, TaskEvent::Fail(RpcError::internal("boom")), &Actor::Client),
+            [H::Error { code: -32603 }, H::Status { status: TaskStatus::Failed, message: Some("boom".into()) }]
+        );
+        let mut task = record();
+        assert_eq!(
+            events(&mut task, 61_000, TaskEvent::Expire, &Actor::Client),
+            [H::Expired, H::Status { status: TaskStatus::Failed, message: Some(EXPIRED_MESSAGE.into()) }]
+        );
+
+        // A resumable task: its worker is lost, another claims it.
+        let mut task = record();
+        task.resume = Some(Resume { max_attempts: 3, backoff_ms: 10 });
+        task.call = Some(Box::default());
+        let lost = events(&mut task, 1001, TaskEvent::Abandon("gone".into()), &Actor::Client);
+        assert_eq!(lost[0], H::WorkerLost { owner: "o".into(), attempt: 1 });
+        assert!(matches!(&lost[1], H::Message { message } if message.starts_with("Resuming")));
+        assert_eq!(
+            events(&mut task, 2000, TaskEvent::Claim { owner: "w2".into() }, &Actor::Client),
+            [H::Claimed { owner: "w2".into(), attempt: 2 }]
+        );
     }
 }

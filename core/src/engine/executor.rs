@@ -86,8 +86,8 @@ impl Engine {
             let now = self.inner.clock.now_ms();
             let claim = |task: &TaskRecord| {
                 let mut next = task.clone();
-                next.apply(now, TaskEvent::Claim { owner: owner.clone() }).ok()?;
-                Some(next)
+                let applied = next.apply(now, TaskEvent::Claim { owner: owner.clone() }).ok()?;
+                Some((next, applied.history))
             };
             let claimed = self.inner.store.claim(now, &tools, CLAIM_BATCH, &claim).await?;
             let n = claimed.len();

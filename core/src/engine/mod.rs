@@ -32,8 +32,8 @@ pub use sse_listen::SseListen;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::protocol::{
-    CreateTaskResult, DetailedTask, Envelope, InputResponses, ProtocolError, ResultType, Resume, StoredCall, TaskEvent,
-    TaskRecord, TransitionError,
+    Actor, CreateTaskResult, DetailedTask, Envelope, InputResponses, ProtocolError, ResultType, Resume, StoredCall,
+    TaskEvent, TaskRecord, TransitionError,
 };
 use crate::store::{AdminAction, AdminOutcome, LiveQuota, StoreError, TaskStore, UpdateOutcome};
 
@@ -565,7 +565,8 @@ impl Engine {
                 }
                 // Answers written elsewhere: hand complete sets to the waiting work.
                 if !live.waiters.lock().is_empty() {
-                    let _ = self.change_live(&live, TaskEvent::ProvideInput(InputResponses::new())).await;
+                    let _ =
+                        self.change_live(&live, TaskEvent::ProvideInput(InputResponses::new()), &Actor::Client).await;
                 }
             }
             None => {
@@ -589,7 +590,7 @@ impl Engine {
             }
             for task in fresh {
                 // A resumable task waits for its next attempt instead (an executor claims it).
-                match self.change_stored(task, TaskEvent::Abandon(ABANDONED_MESSAGE.into())).await {
+                match self.change_stored(task, TaskEvent::Abandon(ABANDONED_MESSAGE.into()), &Actor::Client).await {
                     Ok(task) if task.is_waiting() => {
                         self.inner.live.lock().park(&task.id, &task.principal);
                         released += 1;
@@ -829,19 +830,29 @@ impl Engine {
     /// notifications) inline for its entire life, sleeping or not; boxed, it costs a pointer
     /// and one short-lived allocation per change.
     pub(crate) async fn change(&self, id: &str, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
+        self.change_by(id, event, &Actor::Client).await
+    }
+
+    /// [`Engine::change`] asked for by `by` (an operator's cancel), as the history records it.
+    async fn change_by(&self, id: &str, event: TaskEvent, by: &Actor) -> Result<Arc<TaskRecord>, EngineError> {
         Box::pin(async move {
             match self.live(id) {
-                Some(live) => self.change_live(&live, event).await,
+                Some(live) => self.change_live(&live, event, by).await,
                 None => {
                     let stored = self.inner.store.get(id).await?.ok_or_else(|| Self::not_found(id))?;
-                    self.change_stored(stored, event).await
+                    self.change_stored(stored, event, by).await
                 }
             }
         })
         .await
     }
 
-    async fn change_live(&self, live: &Arc<Live>, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
+    async fn change_live(
+        &self,
+        live: &Arc<Live>,
+        event: TaskEvent,
+        by: &Actor,
+    ) -> Result<Arc<TaskRecord>, EngineError> {
         let _serial = live.write_lock.lock().await;
         // Only a shared store can report a conflict (another process wrote first), which needs
         // the event again for a retry; otherwise it is moved, not copied (a result can be large).
@@ -857,10 +868,11 @@ impl Engine {
                 if this.is_from_work() {
                     return Err(EngineError::Superseded);
                 }
-                return self.change_stored(next, this).await;
+                return self.change_stored(next, this, by).await;
             }
             let expected = next.version;
-            let applied = next.apply(self.inner.clock.now_ms(), this)?;
+            let applied = next.apply_by(self.inner.clock.now_ms(), this, by)?;
+            let mut history = applied.history;
             // Answers that complete a waiting request are handed over in the same write (also
             // answers another worker stored, adopted by `refresh`).
             let mut deliveries = Vec::new();
@@ -875,7 +887,8 @@ impl Engine {
                         .iter()
                         .filter_map(|k| next.answers.get(k).map(|v| (k.clone(), v.clone())))
                         .collect();
-                    next.apply(self.inner.clock.now_ms(), TaskEvent::TakeAnswers(waiter.keys.clone()))?;
+                    let taken = next.apply(self.inner.clock.now_ms(), TaskEvent::TakeAnswers(waiter.keys.clone()))?;
+                    history.extend(taken.history);
                     deliveries.push((waiter, answers));
                 }
             }
@@ -884,7 +897,7 @@ impl Engine {
             }
             let next = Arc::new(next);
             let started = std::time::Instant::now();
-            let outcome = self.inner.store.update(&next, expected).await?;
+            let outcome = self.inner.store.update(&next, expected, &history).await?;
             self.inner.metrics.store_write(false, started.elapsed());
             match outcome {
                 UpdateOutcome::Written => {
@@ -954,19 +967,24 @@ impl Engine {
         live: &'a Arc<Live>,
         event: TaskEvent,
     ) -> Pin<Box<dyn Future<Output = Result<Arc<TaskRecord>, EngineError>> + Send + 'a>> {
-        Box::pin(self.change_live(live, event))
+        Box::pin(self.change_live(live, event, &Actor::Client))
     }
 
-    async fn change_stored(&self, mut task: TaskRecord, event: TaskEvent) -> Result<Arc<TaskRecord>, EngineError> {
+    async fn change_stored(
+        &self,
+        mut task: TaskRecord,
+        event: TaskEvent,
+        by: &Actor,
+    ) -> Result<Arc<TaskRecord>, EngineError> {
         for _ in 0..8 {
             let expected = task.version;
-            let applied = task.apply(self.inner.clock.now_ms(), event.clone())?;
+            let applied = task.apply_by(self.inner.clock.now_ms(), event.clone(), by)?;
             if !applied.changed {
                 return Ok(Arc::new(task));
             }
             let record = Arc::new(task);
             let started = std::time::Instant::now();
-            let outcome = self.inner.store.update(&record, expected).await?;
+            let outcome = self.inner.store.update(&record, expected, &applied.history).await?;
             self.inner.metrics.store_write(false, started.elapsed());
             if outcome == UpdateOutcome::Written {
                 if record.status.is_terminal() {
@@ -1064,7 +1082,14 @@ impl Engine {
     /// deletes only terminal tasks.
     pub async fn apply_admin(&self, action: &AdminAction) -> AdminOutcome {
         match action {
-            AdminAction::Cancel { task_id } => match self.change(task_id, TaskEvent::Cancel).await {
+            AdminAction::Cancel { task_id, operator } => match self
+                .change_by(
+                    task_id,
+                    TaskEvent::Cancel,
+                    &Actor::Operator(crate::admin::operator_name(operator.as_deref())),
+                )
+                .await
+            {
                 Ok(_) => AdminOutcome::Cancelled,
                 Err(EngineError::Transition(TransitionError::Terminal(status))) => {
                     AdminOutcome::AlreadyTerminal { status }

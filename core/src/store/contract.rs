@@ -14,7 +14,8 @@
 //!
 //! What is checked, by name: `insert_then_get`, `compare_and_set`, `terminal_rows_are_frozen`,
 //! `unfinished_lists_live_tasks`, `expiry_and_purge`, `insert_within_caps`,
-//! `operator_purge_takes_terminal_tasks_only`, `claims_take_each_waiting_task_once`, and, when
+//! `operator_purge_takes_terminal_tasks_only`, `claims_take_each_waiting_task_once`,
+//! `history_goes_with_its_change`, and, when
 //! [`StoreUnderTest::again`] gives another handle, `durable_across_handles`; on a
 //! [shared](TaskStore::shared) store also `change_feed` and `leases`.
 
@@ -25,7 +26,8 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome};
-use crate::protocol::{QuotaScope, TaskEvent, TaskRecord};
+use crate::protocol::history::HISTORY_LIMIT;
+use crate::protocol::{HistoryEntry, QuotaScope, TaskEvent, TaskHistory, TaskRecord};
 
 /// Hands the suite the stores it checks.
 #[async_trait]
@@ -51,6 +53,13 @@ fn after(record: &TaskRecord, event: TaskEvent) -> TaskRecord {
     let mut next = record.clone();
     next.apply(NOW + 1, event).expect("the contract's own events apply");
     next
+}
+
+/// `record` after `event` at `now`, with the history entries the change makes.
+fn changed(record: &TaskRecord, now: u64, event: TaskEvent) -> (Arc<TaskRecord>, Vec<HistoryEntry>) {
+    let mut next = record.clone();
+    let applied = next.apply(now, event).expect("the contract's own events apply");
+    (Arc::new(next), applied.history)
 }
 
 fn same(a: &TaskRecord, b: &TaskRecord) -> bool {
@@ -82,15 +91,15 @@ async fn compare_and_set(store: Arc<dyn TaskStore>) -> Check {
     let task = record("c-2", "alice", "w1", None);
     store.insert(&Arc::new(task.clone())).await.map_err(store_err)?;
     let next = Arc::new(after(&task, TaskEvent::SetStatusMessage("step 1".into())));
-    let stale = store.update(&next, task.version + 7).await.map_err(store_err)?;
+    let stale = store.update(&next, task.version + 7, &[]).await.map_err(store_err)?;
     ensure(stale == UpdateOutcome::Conflict, || "an update with a stale version was written".into())?;
     let kept = store.get("c-2").await.map_err(store_err)?;
     ensure(kept.is_some_and(|k| same(&k, &task)), || "a refused update changed the record".into())?;
-    let written = store.update(&next, task.version).await.map_err(store_err)?;
+    let written = store.update(&next, task.version, &[]).await.map_err(store_err)?;
     ensure(written == UpdateOutcome::Written, || "an update with the stored version was refused".into())?;
     let got = store.get("c-2").await.map_err(store_err)?;
     ensure(got.is_some_and(|g| same(&g, &next)), || "the written update is not what get returns".into())?;
-    let again = store.update(&next, task.version).await.map_err(store_err)?;
+    let again = store.update(&next, task.version, &[]).await.map_err(store_err)?;
     ensure(again == UpdateOutcome::Conflict, || "the same version was written twice".into())
 }
 
@@ -99,14 +108,14 @@ async fn terminal_rows_are_frozen(store: Arc<dyn TaskStore>) -> Check {
     store.insert(&Arc::new(task.clone())).await.map_err(store_err)?;
     let done = after(&task, TaskEvent::Complete(json!({"content": []})));
     ensure(
-        store.update(&Arc::new(done.clone()), task.version).await.map_err(store_err)? == UpdateOutcome::Written,
+        store.update(&Arc::new(done.clone()), task.version, &[]).await.map_err(store_err)? == UpdateOutcome::Written,
         || "completing the task was refused".into(),
     )?;
     // A forged change that skips the transition function: the store itself must refuse it.
     let mut forged = done.clone();
     forged.status = crate::protocol::TaskStatus::Working;
     forged.version += 1;
-    let refused = store.update(&Arc::new(forged), done.version).await;
+    let refused = store.update(&Arc::new(forged), done.version, &[]).await;
     ensure(matches!(refused, Ok(UpdateOutcome::Conflict) | Err(_)), || "a terminal row was changed".into())?;
     let got = store.get("c-3").await.map_err(store_err)?;
     ensure(got.is_some_and(|g| same(&g, &done)), || "the terminal row is not as it was written".into())
@@ -117,7 +126,7 @@ async fn unfinished_lists_live_tasks(store: Arc<dyn TaskStore>) -> Check {
         store.insert(&Arc::new(record(id, "alice", owner, None))).await.map_err(store_err)?;
     }
     let c = store.get("c-4c").await.map_err(store_err)?.ok_or("c-4c vanished")?;
-    store.update(&Arc::new(after(&c, TaskEvent::Cancel)), c.version).await.map_err(store_err)?;
+    store.update(&Arc::new(after(&c, TaskEvent::Cancel)), c.version, &[]).await.map_err(store_err)?;
     let mut all: Vec<String> =
         store.unfinished(None, 100).await.map_err(store_err)?.into_iter().map(|t| t.id).collect();
     all.sort();
@@ -137,7 +146,7 @@ async fn expiry_and_purge(store: Arc<dyn TaskStore>) -> Check {
         store.expired_unfinished(NOW + 1_000, 100).await.map_err(store_err)?.into_iter().map(|t| t.id).collect();
     ensure(due == ["c-5a"], || format!("expired_unfinished at its TTL gave {due:?}"))?;
     let a = store.get("c-5a").await.map_err(store_err)?.ok_or("c-5a vanished")?;
-    store.update(&Arc::new(after(&a, TaskEvent::Expire)), a.version).await.map_err(store_err)?;
+    store.update(&Arc::new(after(&a, TaskEvent::Expire)), a.version, &[]).await.map_err(store_err)?;
     let due = store.expired_unfinished(NOW + 1_000, 100).await.map_err(store_err)?;
     ensure(due.is_empty(), || "an expired (terminal) task is still listed as expired_unfinished".into())?;
     let purged = store.purge(NOW + 1_000, 100).await.map_err(store_err)?;
@@ -152,7 +161,7 @@ async fn operator_purge_takes_terminal_tasks_only(store: Arc<dyn TaskStore>) -> 
     let a = record("c-8a", "alice", "w1", None);
     store.insert(&Arc::new(a.clone())).await.map_err(store_err)?;
     store
-        .update(&Arc::new(after(&a, TaskEvent::Complete(json!({"content": []})))), a.version)
+        .update(&Arc::new(after(&a, TaskEvent::Complete(json!({"content": []})))), a.version, &[])
         .await
         .map_err(store_err)?;
     store.insert(&Arc::new(record("c-8b", "alice", "w1", None))).await.map_err(store_err)?;
@@ -179,7 +188,7 @@ async fn insert_within_caps(store: Arc<dyn TaskStore>) -> Check {
         format!("a third live task gave {over:?}")
     })?;
     let a = store.get("c-6a").await.map_err(store_err)?.ok_or("c-6a vanished")?;
-    store.update(&Arc::new(after(&a, TaskEvent::Cancel)), a.version).await.map_err(store_err)?;
+    store.update(&Arc::new(after(&a, TaskEvent::Cancel)), a.version, &[]).await.map_err(store_err)?;
     store
         .insert_within(&Arc::new(record("c-6b", "alice", "w1", None)), quota)
         .await
@@ -188,14 +197,23 @@ async fn insert_within_caps(store: Arc<dyn TaskStore>) -> Check {
 
 async fn durable_across_handles(again: &Arc<dyn TaskStore>, latest: &TaskRecord) -> Check {
     let got = again.get(&latest.id).await.map_err(store_err)?;
-    ensure(got.is_some_and(|g| same(&g, latest)), || "another handle does not read the acknowledged write".into())
+    ensure(got.is_some_and(|g| same(&g, latest)), || "another handle does not read the acknowledged write".into())?;
+    // The write's history entry came with it.
+    let history = again.history(&latest.id).await.map_err(store_err)?;
+    let message = HistoryEntry {
+        at_ms: latest.updated_at_ms,
+        event: crate::protocol::HistoryEvent::Message { message: "before the restart".into() },
+    };
+    ensure(history.entries.len() == 2 && history.entries.back() == Some(&message), || {
+        format!("another handle reads the history {history:?}")
+    })
 }
 
 async fn change_feed(one: &Arc<dyn TaskStore>, two: &Arc<dyn TaskStore>) -> Check {
     let mut feed = two.changes().ok_or("a shared store offers no change feed")?;
     let task = record("c-8", "alice", "w1", None);
     one.insert(&Arc::new(task.clone())).await.map_err(store_err)?;
-    one.update(&Arc::new(after(&task, TaskEvent::SetStatusMessage("moved".into()))), task.version)
+    one.update(&Arc::new(after(&task, TaskEvent::SetStatusMessage("moved".into()))), task.version, &[])
         .await
         .map_err(store_err)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -245,7 +263,7 @@ async fn claims_take_each_waiting_task_once(store: Arc<dyn TaskStore>) -> Check 
     store.insert(&Arc::new(record("c-10-running", "alice", "w1", None))).await.map_err(store_err)?;
     let cancelled = waiting("c-10-cancelled", "tool", NOW);
     store.insert(&Arc::new(cancelled.clone())).await.map_err(store_err)?;
-    store.update(&Arc::new(after(&cancelled, TaskEvent::Cancel)), cancelled.version).await.map_err(store_err)?;
+    store.update(&Arc::new(after(&cancelled, TaskEvent::Cancel)), cancelled.version, &[]).await.map_err(store_err)?;
     let listed = store.waiting(100).await.map_err(store_err)?;
     ensure(listed.len() == 10, || format!("waiting listed {} tasks, not the 10 that wait", listed.len()))?;
 
@@ -257,8 +275,8 @@ async fn claims_take_each_waiting_task_once(store: Arc<dyn TaskStore>) -> Check 
         async move {
             let claim = move |task: &TaskRecord| {
                 let mut next = task.clone();
-                next.apply(NOW, TaskEvent::Claim { owner: owner.into() }).ok()?;
-                Some(next)
+                let applied = next.apply(NOW, TaskEvent::Claim { owner: owner.into() }).ok()?;
+                Some((next, applied.history))
             };
             store.claim(NOW, &tools, 100, &claim).await
         }
@@ -279,11 +297,69 @@ async fn claims_take_each_waiting_task_once(store: Arc<dyn TaskStore>) -> Check 
     ensure(again.is_empty(), || format!("a second round claimed {again:?}"))?;
     let later = store.claim(NOW + 60_000, &tools, 100, &|task: &TaskRecord| {
         let mut next = task.clone();
-        next.apply(NOW + 60_000, TaskEvent::Claim { owner: "w4".into() }).ok()?;
-        Some(next)
+        let applied = next.apply(NOW + 60_000, TaskEvent::Claim { owner: "w4".into() }).ok()?;
+        Some((next, applied.history))
     });
     let later: Vec<String> = later.await.map_err(store_err)?.iter().map(|t| t.id.clone()).collect();
     ensure(later == ["c-10-later"], || format!("once its backoff ended the claim took {later:?}"))
+}
+
+async fn history_goes_with_its_change(store: Arc<dyn TaskStore>) -> Check {
+    let task = record("c-11", "alice", "w1", Some(60_000));
+    store.insert(&Arc::new(task.clone())).await.map_err(store_err)?;
+    let history = |store: Arc<dyn TaskStore>| async move { store.history("c-11").await.map_err(store_err) };
+    let mut expected = TaskHistory::created(&task);
+    ensure(history(Arc::clone(&store)).await? == expected, || "an insert did not start the history".into())?;
+
+    let (next, entries) =
+        changed(&task, NOW + 1, TaskEvent::RequestInput([("k".to_owned(), json!({}))].into_iter().collect()));
+    ensure(entries.len() == 2, || format!("an input request made {entries:?}"))?;
+    let written = store.update(&next, task.version, &entries).await.map_err(store_err)?;
+    ensure(written == UpdateOutcome::Written, || "an update was refused".into())?;
+    expected.extend(entries);
+    let got = history(Arc::clone(&store)).await?;
+    ensure(got == expected, || format!("after an update the history is {got:?}"))?;
+
+    // A refused update (a stale version) writes no entry.
+    let (stale, entries) = changed(&task, NOW + 2, TaskEvent::SetStatusMessage("stale".into()));
+    let refused = store.update(&stale, task.version, &entries).await.map_err(store_err)?;
+    ensure(refused == UpdateOutcome::Conflict, || "a stale update was written".into())?;
+    let got = history(Arc::clone(&store)).await?;
+    ensure(got == expected, || format!("a refused update changed the history to {got:?}"))?;
+
+    // Many changes: the newest entries are kept, the rest counted.
+    let mut current = TaskRecord::clone(&next);
+    let changes = HISTORY_LIMIT as u64 + 50;
+    for n in 0..changes {
+        let (next, entries) = changed(&current, NOW + 10 + n, TaskEvent::SetStatusMessage(format!("step {n}")));
+        store.update(&next, current.version, &entries).await.map_err(store_err)?;
+        expected.extend(entries);
+        current = TaskRecord::clone(&next);
+    }
+    let got = history(Arc::clone(&store)).await?;
+    ensure(got.entries.len() == HISTORY_LIMIT, || format!("{} entries kept, not {HISTORY_LIMIT}", got.entries.len()))?;
+    ensure(got == expected, || {
+        format!(
+            "after {changes} changes: dropped {} (expected {}), newest {:?}",
+            got.dropped,
+            expected.dropped,
+            got.entries.back()
+        )
+    })?;
+
+    // A terminal task's history ends with its end; a purge takes it with the task.
+    let (done, entries) = changed(&current, NOW + 1_000, TaskEvent::Cancel);
+    store.update(&done, current.version, &entries).await.map_err(store_err)?;
+    let got = history(Arc::clone(&store)).await?;
+    ensure(got.entries.back() == entries.last(), || {
+        format!("the cancel's entries are missing: {:?}", got.entries.back())
+    })?;
+    store.purge(NOW + 60_000, 10).await.map_err(store_err)?;
+    ensure(store.get("c-11").await.map_err(store_err)?.is_none(), || "the purge left the task".into())?;
+    let got = history(Arc::clone(&store)).await?;
+    ensure(got == TaskHistory::default(), || format!("the purge left the history {got:?}"))?;
+    let unknown = store.history("c-missing").await.map_err(store_err)?;
+    ensure(unknown == TaskHistory::default(), || "an unknown task has a history".into())
 }
 
 /// Runs every check; returns the failures as `name: what went wrong` (empty when the store
@@ -306,13 +382,14 @@ pub async fn check(under_test: &dyn StoreUnderTest) -> Vec<String> {
         operator_purge_takes_terminal_tasks_only(under_test.fresh().await).await,
     );
     note("claims_take_each_waiting_task_once", claims_take_each_waiting_task_once(under_test.fresh().await).await);
+    note("history_goes_with_its_change", history_goes_with_its_change(under_test.fresh().await).await);
 
     let store = under_test.fresh().await;
     let first = record("c-7", "alice", "w1", None);
     let written = async {
         store.insert(&Arc::new(first.clone())).await?;
-        let next = after(&first, TaskEvent::SetStatusMessage("before the restart".into()));
-        store.update(&Arc::new(next.clone()), first.version).await.map(|_| next)
+        let (next, entries) = changed(&first, NOW + 1, TaskEvent::SetStatusMessage("before the restart".into()));
+        store.update(&next, first.version, &entries).await.map(|_| TaskRecord::clone(&next))
     }
     .await;
     let shared = store.shared();

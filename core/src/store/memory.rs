@@ -7,13 +7,28 @@ use async_trait::async_trait;
 use parking_lot::RwLock;
 
 use super::{StoreError, TaskStore, UpdateOutcome};
-use crate::protocol::TaskRecord;
+use crate::protocol::{HistoryEntry, TaskHistory, TaskRecord};
 
 /// Tasks in a hash map. Not durable across restarts; for tests and for hosts that choose
 /// `memory://`.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    tasks: RwLock<HashMap<String, Arc<TaskRecord>>>,
+    tasks: RwLock<HashMap<String, Stored>>,
+}
+
+/// A task and its history, changed together under the map's lock.
+#[derive(Debug)]
+struct Stored {
+    record: Arc<TaskRecord>,
+    history: TaskHistory,
+}
+
+impl std::ops::Deref for Stored {
+    type Target = TaskRecord;
+
+    fn deref(&self) -> &TaskRecord {
+        &self.record
+    }
 }
 
 impl MemoryStore {
@@ -40,19 +55,25 @@ impl TaskStore for MemoryStore {
         if tasks.contains_key(&task.id) {
             return Err(StoreError::Duplicate(task.id.clone()));
         }
-        tasks.insert(task.id.clone(), Arc::clone(task));
+        tasks.insert(task.id.clone(), Stored { record: Arc::clone(task), history: TaskHistory::created(task) });
         Ok(())
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.tasks.read().get(id).map(|task| TaskRecord::clone(task)))
+        Ok(self.tasks.read().get(id).map(|task| TaskRecord::clone(&task.record)))
     }
 
-    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+    async fn update(
+        &self,
+        task: &Arc<TaskRecord>,
+        expected_version: u64,
+        history: &[HistoryEntry],
+    ) -> Result<UpdateOutcome, StoreError> {
         let mut tasks = self.tasks.write();
         match tasks.get_mut(&task.id) {
             Some(stored) if stored.version == expected_version && !stored.status.is_terminal() => {
-                *stored = Arc::clone(task);
+                stored.record = Arc::clone(task);
+                stored.history.extend(history.iter().cloned());
                 Ok(UpdateOutcome::Written)
             }
             _ => Ok(UpdateOutcome::Conflict),
@@ -66,7 +87,7 @@ impl TaskStore for MemoryStore {
             .values()
             .filter(|t| !t.status.is_terminal() && owner.is_none_or(|o| t.owner == o))
             .take(limit)
-            .map(|task| TaskRecord::clone(task))
+            .map(|task| TaskRecord::clone(&task.record))
             .collect())
     }
 
@@ -77,12 +98,16 @@ impl TaskStore for MemoryStore {
             .values()
             .filter(|t| !t.status.is_terminal() && t.is_expired(now_ms))
             .take(limit)
-            .map(|task| TaskRecord::clone(task))
+            .map(|task| TaskRecord::clone(&task.record))
             .collect())
     }
 
     async fn purge(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
         Ok(self.remove_where(limit, |t| t.expires_at_ms().is_some_and(|at| at <= before_ms)))
+    }
+
+    async fn history(&self, id: &str) -> Result<TaskHistory, StoreError> {
+        Ok(self.tasks.read().get(id).map(|task| task.history.clone()).unwrap_or_default())
     }
 
     async fn count(&self) -> Result<u64, StoreError> {

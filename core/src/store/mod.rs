@@ -4,10 +4,12 @@
 //! tasks, with a change feed and worker leases) and [`MemoryStore`] (tests, and hosts that want
 //! no durability).
 //!
-//! Every backend must hold two rules itself, not leave them to the engine: an insert is durable
-//! when it returns (it survives at least a crash of the process), and a terminal record never
+//! Every backend must hold three rules itself, not leave them to the engine: an insert is durable
+//! when it returns (it survives at least a crash of the process); a terminal record never
 //! changes (updates are compare-and-set on `version` and refused once the stored status is
-//! terminal).
+//! terminal); and a task's history ([`TaskStore::history`]) is written with the record it
+//! describes, in the same transaction, kept to the newest
+//! [`HISTORY_LIMIT`](crate::protocol::history::HISTORY_LIMIT) entries, and deleted with its task.
 
 #[cfg(feature = "store-contract")]
 pub mod contract;
@@ -29,9 +31,9 @@ pub use postgres::PostgresStore;
 #[cfg(all(feature = "sqlite", feature = "fuzzing"))]
 pub use sqlite::fuzz;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SqliteStore};
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 
-use crate::protocol::TaskRecord;
+use crate::protocol::{HistoryEntry, TaskHistory, TaskRecord};
 
 /// A record as stored by the SQL backends: its JSON.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -83,8 +85,8 @@ pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> St
 }
 
 /// Opens the store a URL names: `memory://`; `sqlite:///path/to/tasks.db` (or a relative
-/// `sqlite://tasks.db`) with an optional
-/// `?durability=normal|full` (feature `sqlite`; `normal` is the default, see [`Durability`]);
+/// `sqlite://tasks.db`) with optional `?durability=normal|full` (feature `sqlite`; `normal` is
+/// the default, see [`Durability`]) and `history=on|off` (see [`SqliteOptions`]), joined by `&`;
 /// `postgres://user:pass@host:port/db` (feature
 /// `postgres`). The one place hosts and bindings turn a configured URL into a store.
 pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError> {
@@ -93,15 +95,24 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError
     }
     #[cfg(feature = "sqlite")]
     if let Some((path, query)) = sqlite_url(url) {
-        let durability = match query {
-            "" => Durability::default(),
-            "durability=full" => Durability::Full,
-            "durability=normal" => Durability::Normal,
-            _ => return Err(StoreError::InvalidUrl(format!("{url:?}: the only option is durability=full|normal"))),
-        };
+        let mut options = SqliteOptions::default();
+        for option in query.split('&').filter(|o| !o.is_empty()) {
+            match option {
+                "durability=full" => options.durability = Durability::Full,
+                "durability=normal" => options.durability = Durability::Normal,
+                "history=on" => options.history = true,
+                "history=off" => options.history = false,
+                _ => {
+                    return Err(StoreError::InvalidUrl(format!(
+                        "{url:?}: the options are durability=full|normal and history=on|off"
+                    )));
+                }
+            }
+        }
         let path = path.to_owned();
-        let store =
-            tokio::task::spawn_blocking(move || SqliteStore::open_with(path, durability)).await.map_err(backend)??;
+        let store = tokio::task::spawn_blocking(move || SqliteStore::open_with_options(path, options))
+            .await
+            .map_err(backend)??;
         return Ok(std::sync::Arc::new(store));
     }
     #[cfg(feature = "postgres")]
@@ -203,6 +214,10 @@ pub enum AdminAction {
     Cancel {
         /// The task.
         task_id: String,
+        /// Who asked, as the task's history records it (requests queued by an older CLI have
+        /// none: see [`crate::admin::operator_name`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<String>,
     },
     /// Delete terminal tasks whose TTL ended, or that last changed at or before `updated_before_ms`.
     Purge {
@@ -237,12 +252,17 @@ pub enum AdminOutcome {
     },
 }
 
+/// What [`TaskStore::claim`] calls on each task it may take: the claimed record and the history
+/// entries of the claim, or `None` to leave the task.
+pub type Claim<'a> = dyn for<'r> Fn(&'r TaskRecord) -> Option<(TaskRecord, Vec<HistoryEntry>)> + Send + Sync + 'a;
+
 /// Durable storage of task records.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Stores a new task. Returns only once the task survives this process dying (at least) and
-    /// every later `get` through this store, or any store sharing the data, finds it. Records
-    /// come in an `Arc` so a store that keeps them in memory shares them instead of copying.
+    /// Stores a new task, its history starting with [`HistoryEntry::created`]. Returns only once
+    /// the task survives this process dying (at least) and every later `get` through this store,
+    /// or any store sharing the data, finds it. Records come in an `Arc` so a store that keeps
+    /// them in memory shares them instead of copying.
     async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError>;
 
     /// Stores a new task unless its principal, or the store as a whole, already has as many live
@@ -277,9 +297,9 @@ pub trait TaskStore: Send + Sync + 'static {
     }
 
     /// Takes up to `limit` tasks of the tools in `tools` that wait for a worker and are
-    /// runnable at `now_ms`: `claim` turns each into the claimed record (the engine applies
-    /// [`TaskEvent::Claim`](crate::protocol::TaskEvent::Claim) through the transition function)
-    /// or `None` to leave it, and each is written with compare-and-set, so two claimers never
+    /// runnable at `now_ms`: `claim` turns each into the claimed record and its history entries
+    /// (the engine applies [`TaskEvent::Claim`](crate::protocol::TaskEvent::Claim) through the
+    /// transition function) or `None` to leave it, and each is written with compare-and-set, so two claimers never
     /// both take one task. Returns the records written. This default reads
     /// [`TaskStore::waiting`] and updates them one at a time; the PostgreSQL store locks the
     /// rows it takes (`FOR UPDATE SKIP LOCKED`), so workers claiming at once take different ones.
@@ -288,7 +308,7 @@ pub trait TaskStore: Send + Sync + 'static {
         now_ms: u64,
         tools: &[String],
         limit: usize,
-        claim: &(dyn for<'r> Fn(&'r TaskRecord) -> Option<TaskRecord> + Send + Sync),
+        claim: &Claim<'_>,
     ) -> Result<Vec<Arc<TaskRecord>>, StoreError> {
         let mut claimed = Vec::new();
         for task in self.waiting(usize::MAX).await? {
@@ -298,9 +318,9 @@ pub trait TaskStore: Send + Sync + 'static {
             if !task.is_runnable(now_ms) || !tools.contains(&task.tool) {
                 continue;
             }
-            let Some(next) = claim(&task) else { continue };
+            let Some((next, history)) = claim(&task) else { continue };
             let next = Arc::new(next);
-            if self.update(&next, task.version).await? == UpdateOutcome::Written {
+            if self.update(&next, task.version, &history).await? == UpdateOutcome::Written {
                 claimed.push(next);
             }
         }
@@ -308,8 +328,19 @@ pub trait TaskStore: Send + Sync + 'static {
     }
 
     /// Replaces a task if the stored `version` equals `expected_version` and the stored status is
-    /// not terminal.
-    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError>;
+    /// not terminal, appending `history` (what the change did, from
+    /// [`Applied::history`](crate::protocol::task::Applied::history)) to the task's history in
+    /// the same transaction: both are written or neither.
+    async fn update(
+        &self,
+        task: &Arc<TaskRecord>,
+        expected_version: u64,
+        history: &[HistoryEntry],
+    ) -> Result<UpdateOutcome, StoreError>;
+
+    /// A task's history, oldest first: its newest entries and how many older ones were dropped.
+    /// Empty for an unknown task, and for one stored before this store kept histories.
+    async fn history(&self, id: &str) -> Result<TaskHistory, StoreError>;
 
     /// Non-terminal tasks, optionally only those of one owner, at most `limit`.
     async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;

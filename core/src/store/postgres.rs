@@ -10,6 +10,9 @@
 //!   waiting work, listeners hear every change).
 //! - Workers hold leases (`mcp_tasks_workers`): the engine renews its own on every sweep, and
 //!   unfinished tasks whose owner holds no live lease are orphans, failed by any worker's sweep.
+//! - A task's history is rows of `mcp_task_events` keyed by (task, version the change wrote,
+//!   entry number), written by the same statement as the row they describe (a data-modifying
+//!   `WITH`), and deleted with their task (`ON DELETE CASCADE`).
 //! - The schema is created and migrated by [`PostgresStore::connect`] under an advisory lock;
 //!   `mcp_tasks_schema.version` records the applied version.
 
@@ -23,7 +26,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::postgres_tls;
 use super::{LiveQuota, StoreError, TaskStore, UpdateOutcome, backend, decode, encode, int};
-use crate::protocol::TaskRecord;
+use crate::protocol::history::{HISTORY_LIMIT, may_exceed_limit};
+use crate::protocol::{HistoryEntry, TaskHistory, TaskRecord};
 
 /// The channel the change trigger notifies on.
 pub(crate) const CHANNEL: &str = "mcp_tasks";
@@ -87,16 +91,75 @@ CREATE TRIGGER mcp_tasks_created AFTER INSERT ON mcp_tasks
 ALTER TABLE mcp_tasks ADD COLUMN runnable_at BIGINT, ADD COLUMN tool TEXT;
 CREATE INDEX mcp_tasks_runnable ON mcp_tasks (runnable_at) WHERE runnable_at IS NOT NULL;
 ",
+    // Every task's history, and how many of its oldest entries were dropped.
+    r"
+CREATE TABLE mcp_task_events (
+    task_id TEXT NOT NULL REFERENCES mcp_tasks (id) ON DELETE CASCADE,
+    version BIGINT NOT NULL,
+    n INTEGER NOT NULL,
+    at BIGINT NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (task_id, version, n)
+);
+CREATE TABLE mcp_task_events_dropped (
+    task_id TEXT PRIMARY KEY REFERENCES mcp_tasks (id) ON DELETE CASCADE,
+    dropped BIGINT NOT NULL
+);
+",
 ];
 
-/// The insert every create runs (plain and within a quota).
-const INSERT: &str = "INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body, runnable_at, tool) \
-                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+/// The insert every create runs (plain and within a quota), with the history's first entry.
+const INSERT: &str = "WITH t AS (INSERT INTO mcp_tasks (id, principal, owner, status, expires_at, version, body, \
+                      runnable_at, tool) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id) \
+                      INSERT INTO mcp_task_events (task_id, version, n, at, event) SELECT id, $6, 0, $10, $11 FROM t";
 
-/// The compare-and-set update; the status condition keeps the trigger for writers that bypass
-/// this library.
-const UPDATE: &str = "UPDATE mcp_tasks SET status = $2, expires_at = $3, version = $4, body = $5, owner = $6, \
-                      runnable_at = $7 WHERE id = $1 AND version = $8 AND status IN ('working', 'input_required')";
+/// The compare-and-set update with the change's history entries (`$9` their times, `$10` their
+/// events); answers the rows updated. The status condition keeps the trigger for writers that
+/// bypass this library.
+const UPDATE: &str = "WITH u AS (UPDATE mcp_tasks SET status = $2, expires_at = $3, version = $4, body = $5, \
+                      owner = $6, runnable_at = $7 WHERE id = $1 AND version = $8 \
+                      AND status IN ('working', 'input_required') RETURNING id), \
+                      e AS (INSERT INTO mcp_task_events (task_id, version, n, at, event) \
+                      SELECT u.id, $4, h.n - 1, h.at, h.event FROM u, \
+                      unnest($9::bigint[], $10::text[]) WITH ORDINALITY AS h (at, event, n)) \
+                      SELECT count(*) FROM u";
+
+/// Drops the entries of task `$1` beyond the newest `$2`, counting them.
+const TRIM: &str = "WITH d AS (DELETE FROM mcp_task_events WHERE task_id = $1 AND (version, n) IN \
+                    (SELECT version, n FROM mcp_task_events WHERE task_id = $1 \
+                    ORDER BY version DESC, n DESC OFFSET $2) RETURNING 1) \
+                    INSERT INTO mcp_task_events_dropped (task_id, dropped) SELECT $1, count(*) FROM d \
+                    HAVING count(*) > 0 ON CONFLICT (task_id) \
+                    DO UPDATE SET dropped = mcp_task_events_dropped.dropped + EXCLUDED.dropped";
+
+/// Runs [`UPDATE`] on `client` (a pooled connection or a transaction); true when it wrote.
+async fn update_row(
+    client: &impl deadpool_postgres::GenericClient,
+    task: &TaskRecord,
+    expected_version: u64,
+    history: &[HistoryEntry],
+) -> Result<bool, StoreError> {
+    let statement = client.prepare_cached(UPDATE).await.map_err(backend)?;
+    let values = row(task);
+    let expected = int(expected_version);
+    let ats: Vec<i64> = history.iter().map(|e| int(e.at_ms)).collect();
+    let events: Vec<String> = history.iter().map(HistoryEntry::event_json).collect();
+    let [a, b, c, d, e, f, g, h] = values.update(&expected);
+    let written: i64 =
+        client.query_one(&statement, &[a, b, c, d, e, f, g, h, &ats, &events]).await.map_err(backend)?.get(0);
+    if written == 1 && may_exceed_limit(task.version) {
+        // Past the point where a task may hold more entries than kept; a failed trim only
+        // leaves a few more entries until the next change.
+        let trim = async {
+            let statement = client.prepare_cached(TRIM).await?;
+            client.execute(&statement, &[&task.id, &(HISTORY_LIMIT as i64)]).await
+        };
+        if let Err(e) = trim.await {
+            tracing::warn!(task_id = %task.id, error = %e, "trimming a task's history failed");
+        }
+    }
+    Ok(written == 1)
+}
 
 /// Tasks in a PostgreSQL database, shared by any number of server processes.
 pub struct PostgresStore {
@@ -302,7 +365,9 @@ impl TaskStore for PostgresStore {
     async fn insert(&self, task: &Arc<TaskRecord>) -> Result<(), StoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(INSERT).await.map_err(backend)?;
-        let inserted = client.execute(&statement, &row(task).insert()).await;
+        let values = row(task);
+        let created = Created::of(task);
+        let inserted = client.execute(&statement, &values.insert(&created)).await;
         match inserted {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -341,7 +406,9 @@ impl TaskStore for PostgresStore {
         if let Some((scope, limit)) = quota.reached(count(own), total) {
             return Err(StoreError::QuotaExceeded { scope, limit });
         }
-        let inserted = tx.execute(INSERT, &row(task).insert()).await;
+        let values = row(task);
+        let created = Created::of(task);
+        let inserted = tx.execute(INSERT, &values.insert(&created)).await;
         match inserted {
             Ok(_) => tx.commit().await.map_err(backend),
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
@@ -358,11 +425,37 @@ impl TaskStore for PostgresStore {
         row.map(|row| decode(id, row.get::<_, &[u8]>(0))).transpose()
     }
 
-    async fn update(&self, task: &Arc<TaskRecord>, expected_version: u64) -> Result<UpdateOutcome, StoreError> {
+    async fn update(
+        &self,
+        task: &Arc<TaskRecord>,
+        expected_version: u64,
+        history: &[HistoryEntry],
+    ) -> Result<UpdateOutcome, StoreError> {
         let client = self.client().await?;
-        let statement = client.prepare_cached(UPDATE).await.map_err(backend)?;
-        let changed = client.execute(&statement, &row(task).update(&int(expected_version))).await;
-        Ok(if changed.map_err(backend)? == 1 { UpdateOutcome::Written } else { UpdateOutcome::Conflict })
+        let written = update_row(&client, task, expected_version, history).await?;
+        Ok(if written { UpdateOutcome::Written } else { UpdateOutcome::Conflict })
+    }
+
+    async fn history(&self, id: &str) -> Result<TaskHistory, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT at, event FROM mcp_task_events WHERE task_id = $1 ORDER BY version, n")
+            .await
+            .map_err(backend)?;
+        let entries = client
+            .query(&statement, &[&id])
+            .await
+            .map_err(backend)?
+            .iter()
+            .filter_map(|row| HistoryEntry::from_stored(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0), row.get(1)))
+            .collect();
+        let statement = client
+            .prepare_cached("SELECT dropped FROM mcp_task_events_dropped WHERE task_id = $1")
+            .await
+            .map_err(backend)?;
+        let dropped =
+            client.query_opt(&statement, &[&id]).await.map_err(backend)?.map_or(0, |row| row.get::<_, i64>(0));
+        Ok(TaskHistory { entries, dropped: u64::try_from(dropped).unwrap_or(0) })
     }
 
     async fn unfinished(&self, owner: Option<&str>, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
@@ -441,7 +534,7 @@ impl TaskStore for PostgresStore {
         now_ms: u64,
         tools: &[String],
         limit: usize,
-        claim: &(dyn for<'r> Fn(&'r TaskRecord) -> Option<TaskRecord> + Send + Sync),
+        claim: &super::Claim<'_>,
     ) -> Result<Vec<Arc<TaskRecord>>, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(backend)?;
@@ -460,11 +553,11 @@ impl TaskStore for PostgresStore {
         let mut claimed = Vec::new();
         for found in &rows {
             let task = decode(found.get::<_, &str>(0), found.get::<_, &[u8]>(1))?;
-            let Some(next) = claim(&task) else { continue };
+            let Some((next, history)) = claim(&task) else { continue };
             let next = Arc::new(next);
             // The row is locked, so the version cannot have moved; the condition still guards
             // against a row changed by a writer that does not lock.
-            if tx.execute(UPDATE, &row(&next).update(&int(task.version))).await.map_err(backend)? == 1 {
+            if update_row(&tx, &next, task.version, &history).await? {
                 claimed.push(next);
             }
         }
@@ -533,9 +626,22 @@ fn row(task: &TaskRecord) -> Row<'_> {
     }
 }
 
+/// The history's first entry, as [`INSERT`] writes it.
+struct Created {
+    at: i64,
+    event: String,
+}
+
+impl Created {
+    fn of(task: &TaskRecord) -> Self {
+        let entry = HistoryEntry::created(task);
+        Self { at: int(entry.at_ms), event: entry.event_json() }
+    }
+}
+
 impl<'a> Row<'a> {
     /// The values of [`INSERT`].
-    fn insert(&'a self) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 9] {
+    fn insert(&'a self, created: &'a Created) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 11] {
         let task = self.task;
         [
             &task.id,
@@ -547,6 +653,8 @@ impl<'a> Row<'a> {
             &self.body,
             &self.runnable_at,
             &task.tool,
+            &created.at,
+            &created.event,
         ]
     }
 
