@@ -134,12 +134,6 @@ pub struct Admin {
     operator: Option<String>,
 }
 
-/// The name a cancel's history entry gives the operator who asked: the one given, else
-/// `"operator"`.
-pub fn operator_name(given: Option<&str>) -> String {
-    given.filter(|name| !name.is_empty()).unwrap_or("operator").to_owned()
-}
-
 enum Backend {
     Sqlite(SqliteAdmin),
     #[cfg(feature = "postgres")]
@@ -347,7 +341,7 @@ impl Admin {
 /// Cancels through the transition function with a compare-and-set, on a store nothing else
 /// runs the task of (no live SQLite host), or whose workers adopt the change (PostgreSQL).
 async fn direct_cancel(store: &dyn TaskStore, id: &str, operator: Option<&str>) -> Result<AdminOutcome, AdminError> {
-    let by = Actor::Operator(operator_name(operator));
+    let by = Actor::operator(operator);
     for _ in 0..8 {
         let Some(mut task) = store.get(id).await? else {
             return Ok(AdminOutcome::NotFound);

@@ -222,8 +222,8 @@ _PG_ORPHANS_SQL = "SELECT count(*) FROM mcp_task_events WHERE task_id NOT IN (SE
 def history_problems(store: str, psql: str | None = None) -> list[str]:
     """What is wrong with the tasks' histories in a stopped server's store: every history starts
     with the creation and a terminal task's ends with its status; on SQLite, which keeps a task's
-    history in its row (written by the row's own statement), it has an entry for each of the
-    row's changes (at least as many as its version); on PostgreSQL, which keeps a row per entry
+    history in its row (written by the row's own statement; the creation is the record), it has
+    an entry for each of the row's changes (with the creation, at least as many as its version); on PostgreSQL, which keeps a row per entry
     in the same statement, the newest entry is of the row's version (a kept change has its
     entries) and none is newer (no entry of a lost change), and no entry outlives its task. Holds
     for the writes these scripts make, each of which records at least one entry."""
@@ -235,7 +235,9 @@ def history_problems(store: str, psql: str | None = None) -> list[str]:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             for task_id, status, version, history in conn.execute("SELECT id, status, version, history FROM tasks"):
-                entries = [json.loads(line) for line in (history or "").splitlines()]
+                # The creation is the record itself; the column holds what came after it.
+                # A JSON array of entries per write.
+                entries = [{"event": "created"}] + [e for line in (history or "").splitlines() for e in json.loads(line)]
                 rows.append((task_id, status, version, None, entries))
         finally:
             conn.close()

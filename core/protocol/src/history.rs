@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::task::TaskRecord;
 use super::types::TaskStatus;
 
-/// The most entries a store keeps per task: the newest; older ones are dropped and counted.
+/// The most entries a store keeps per task besides its creation: the newest; older ones are
+/// dropped and counted.
 pub const HISTORY_LIMIT: usize = 200;
 
 /// The most entries one applied event makes (a store that trims lazily relies on it: a task at
@@ -35,6 +36,14 @@ pub enum Actor {
     Client,
     /// An operator, by the name the admin CLI or the web view gave.
     Operator(String),
+}
+
+impl Actor {
+    /// An operator by the name given, else `"operator"` (a request queued by a CLI that named
+    /// none).
+    pub fn operator(given: Option<&str>) -> Self {
+        Self::Operator(given.filter(|name| !name.is_empty()).unwrap_or("operator").to_owned())
+    }
 }
 
 /// What one history entry records.
@@ -126,13 +135,15 @@ pub struct HistoryEntry {
 impl HistoryEntry {
     /// The entry a task's creation records, read from the new record.
     pub fn created(task: &TaskRecord) -> Self {
+        Self::creation(task, task.is_waiting())
+    }
+
+    /// The creation entry of `task` (any later record of it: the creation's facts never change),
+    /// `queued` saying whether it was created to wait for a worker.
+    pub fn creation(task: &TaskRecord, queued: bool) -> Self {
         Self {
             at_ms: task.created_at_ms,
-            event: HistoryEvent::Created {
-                tool: task.tool.clone(),
-                principal: task.principal.clone(),
-                queued: task.is_waiting(),
-            },
+            event: HistoryEvent::Created { tool: task.tool.clone(), principal: task.principal.clone(), queued },
         }
     }
 
@@ -148,8 +159,8 @@ impl HistoryEntry {
     }
 }
 
-/// A task's history as a store keeps it: the newest [`HISTORY_LIMIT`] entries, oldest first,
-/// and how many older ones were dropped.
+/// A task's history as a store keeps it, oldest first: its creation, the newest
+/// [`HISTORY_LIMIT`] entries after it, and how many entries between them were dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskHistory {
     /// The entries kept, oldest first.
@@ -164,11 +175,26 @@ impl TaskHistory {
         Self { entries: VecDeque::from([HistoryEntry::created(task)]), dropped: 0 }
     }
 
-    /// Appends `entries`, dropping (and counting) the oldest beyond [`HISTORY_LIMIT`].
+    /// The history of `task` from the entries a store kept after its creation (oldest first)
+    /// and the count it dropped: a store may keep the creation as the record itself. Whether the
+    /// task was created to wait for a worker shows in the record (no attempt yet) or in the
+    /// claim that started its first attempt.
+    pub fn from_record(task: &TaskRecord, later: impl IntoIterator<Item = HistoryEntry>, dropped: u64) -> Self {
+        let later: Vec<HistoryEntry> = later.into_iter().collect();
+        let queued =
+            task.attempt == 0 || later.iter().any(|e| matches!(e.event, HistoryEvent::Claimed { attempt: 1, .. }));
+        let mut history = Self { entries: VecDeque::from([HistoryEntry::creation(task, queued)]), dropped };
+        history.extend(later);
+        history
+    }
+
+    /// Appends `entries`, dropping (and counting) the oldest beyond [`HISTORY_LIMIT`] after the
+    /// creation, which stays.
     pub fn extend(&mut self, entries: impl IntoIterator<Item = HistoryEntry>) {
         self.entries.extend(entries);
-        while self.entries.len() > HISTORY_LIMIT {
-            self.entries.pop_front();
+        let kept = usize::from(self.entries.front().is_some_and(|e| matches!(e.event, HistoryEvent::Created { .. })));
+        while self.entries.len() > HISTORY_LIMIT + kept {
+            self.entries.remove(kept);
             self.dropped += 1;
         }
     }
@@ -202,5 +228,12 @@ mod tests {
         assert_eq!(history.entries.len(), HISTORY_LIMIT);
         assert_eq!(history.dropped, 5);
         assert_eq!(history.entries.front().unwrap().at_ms, 5);
+        // The creation stays first, whatever follows it.
+        let task = TaskRecord::new("t".into(), "p".into(), "o".into(), "tool".into(), 7, None, None);
+        let later = (0..HISTORY_LIMIT as u64 + 3).map(|at_ms| HistoryEntry { at_ms, event: HistoryEvent::Checkpoint });
+        let history = TaskHistory::from_record(&task, later, 10);
+        assert_eq!(history.entries.len(), HISTORY_LIMIT + 1);
+        assert_eq!(history.entries[0], HistoryEntry::created(&task));
+        assert_eq!((history.entries[1].at_ms, history.dropped), (3, 13));
     }
 }

@@ -1082,21 +1082,16 @@ impl Engine {
     /// deletes only terminal tasks.
     pub async fn apply_admin(&self, action: &AdminAction) -> AdminOutcome {
         match action {
-            AdminAction::Cancel { task_id, operator } => match self
-                .change_by(
-                    task_id,
-                    TaskEvent::Cancel,
-                    &Actor::Operator(crate::admin::operator_name(operator.as_deref())),
-                )
-                .await
-            {
-                Ok(_) => AdminOutcome::Cancelled,
-                Err(EngineError::Transition(TransitionError::Terminal(status))) => {
-                    AdminOutcome::AlreadyTerminal { status }
+            AdminAction::Cancel { task_id, operator } => {
+                match self.change_by(task_id, TaskEvent::Cancel, &Actor::operator(operator.as_deref())).await {
+                    Ok(_) => AdminOutcome::Cancelled,
+                    Err(EngineError::Transition(TransitionError::Terminal(status))) => {
+                        AdminOutcome::AlreadyTerminal { status }
+                    }
+                    Err(EngineError::Protocol(ProtocolError::TaskNotFound(_))) => AdminOutcome::NotFound,
+                    Err(e) => AdminOutcome::Failed { message: e.to_string() },
                 }
-                Err(EngineError::Protocol(ProtocolError::TaskNotFound(_))) => AdminOutcome::NotFound,
-                Err(e) => AdminOutcome::Failed { message: e.to_string() },
-            },
+            }
             AdminAction::Purge { updated_before_ms } => {
                 let now = self.inner.clock.now_ms();
                 match crate::store::purge_all_finished(self.inner.store.as_ref(), now, *updated_before_ms).await {

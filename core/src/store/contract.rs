@@ -337,7 +337,9 @@ async fn history_goes_with_its_change(store: Arc<dyn TaskStore>) -> Check {
         current = TaskRecord::clone(&next);
     }
     let got = history(Arc::clone(&store)).await?;
-    ensure(got.entries.len() == HISTORY_LIMIT, || format!("{} entries kept, not {HISTORY_LIMIT}", got.entries.len()))?;
+    ensure(got.entries.len() == HISTORY_LIMIT + 1, || {
+        format!("{} entries kept, not the creation and the newest {HISTORY_LIMIT}", got.entries.len())
+    })?;
     ensure(got == expected, || {
         format!(
             "after {changes} changes: dropped {} (expected {}), newest {:?}",

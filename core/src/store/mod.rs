@@ -215,7 +215,7 @@ pub enum AdminAction {
         /// The task.
         task_id: String,
         /// Who asked, as the task's history records it (requests queued by an older CLI have
-        /// none: see [`crate::admin::operator_name`]).
+        /// none: see [`Actor::operator`](crate::protocol::Actor::operator)).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         operator: Option<String>,
     },

@@ -124,9 +124,11 @@ const UPDATE: &str = "WITH u AS (UPDATE mcp_tasks SET status = $2, expires_at = 
                       unnest($9::bigint[], $10::text[]) WITH ORDINALITY AS h (at, event, n)) \
                       SELECT count(*) FROM u";
 
-/// Drops the entries of task `$1` beyond the newest `$2`, counting them.
+/// Drops the entries of task `$1` beyond the newest `$2`, counting them; its creation (the row of
+/// the insert's version, the lowest) stays.
 const TRIM: &str = "WITH d AS (DELETE FROM mcp_task_events WHERE task_id = $1 AND (version, n) IN \
-                    (SELECT version, n FROM mcp_task_events WHERE task_id = $1 \
+                    (SELECT version, n FROM mcp_task_events WHERE task_id = $1 AND version > \
+                    (SELECT min(version) FROM mcp_task_events WHERE task_id = $1) \
                     ORDER BY version DESC, n DESC OFFSET $2) RETURNING 1) \
                     INSERT INTO mcp_task_events_dropped (task_id, dropped) SELECT $1, count(*) FROM d \
                     HAVING count(*) > 0 ON CONFLICT (task_id) \

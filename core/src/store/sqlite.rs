@@ -111,14 +111,13 @@ pub enum Durability {
     Normal,
 }
 
-// A task's history is in its own row: `history` holds its entries as JSON lines, appended by the
-// statement that writes the record (so both are written or neither, replay included, and a
-// purge takes it with the task), and `history_dropped` counts the oldest entries dropped to keep
-// the newest HISTORY_LIMIT. The column follows `body`, so reading a record never reads it. A
-// row of their own per write (a `task_events` table) measured no cheaper with `history-cost`
-// (with 1 caller 0.82-0.84 of the rate without history, against 0.83 here; with 64 callers
-// and fsync 0.76 against 0.85), and needed deleting apart from its task. The table is keyed by task id: engine ids start with a per-process increasing
-// time prefix, so its inserts land at the B-tree's end, as the `tasks` rows do.
+// A task's history is in its own row: `history` holds its entries after the creation, a JSON
+// array per write (a logged update's as the redo log holds them, so the writer thread does not
+// serialize them again), appended by the statement that writes the record (so both are written
+// or neither, replay included, and a purge takes it with the task); `history_dropped` counts the
+// oldest entries dropped to keep the newest HISTORY_LIMIT. The creation's entry is not stored:
+// the record holds its facts (`TaskHistory::from_record`). The column follows `body`, so reading
+// a record never reads it. `history-cost` measured each of these (docs/BENCHMARKS.md).
 // A rowid table with a unique index on the id, not a WITHOUT ROWID table keyed by it: ids are
 // random, and keeping ~400-byte rows in a random-key B-tree made every insert split and re-read
 // pages (measured: the writer spent most of its time in kernel page copies). Rows now append
@@ -232,6 +231,9 @@ struct Job {
     /// A logged write's record as the log holds it: the same JSON the row stores, so the writer
     /// thread does not serialize the record a second time.
     body: Option<Vec<u8>>,
+    /// A logged update's history entries as the log holds them (a JSON array), the line the
+    /// row's history appends, for the same reason.
+    history_json: Option<Vec<u8>>,
 }
 
 /// The writer thread's queue.
@@ -456,10 +458,12 @@ impl RedoState {
     }
 
     /// Appends an update with its history entries in one record; returns the record's JSON.
-    fn append_update(&mut self, task: &TaskRecord, history: &[HistoryEntry]) -> Result<Vec<u8>, StoreError> {
+    /// Returns the record's JSON and the entries' (a JSON array).
+    fn append_update(&mut self, task: &TaskRecord, history: &[HistoryEntry]) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
         let mut frame = std::mem::take(&mut self.frame);
         let framed = redo_frame_update(&mut frame, self.epoch, task, history);
-        self.write_frame(frame, framed)
+        let entries = framed.as_ref().map(|record| frame[record.end..].to_vec()).unwrap_or_default();
+        self.write_frame(frame, framed).map(|record| (record, entries))
     }
 
     /// Writes a framed record at the end of the log; returns the bytes of `json` in it.
@@ -592,18 +596,9 @@ fn replay_redo(conn: &mut Connection, records: &[RedoRecord]) -> Result<(), Stor
         // its entries, and one it did not gets them now.
         let changed = match record {
             RedoRecord::Insert(task) => tx.execute(
-                "INSERT OR IGNORE INTO tasks (id, principal, owner, status, expires_at, version, body, history) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    task.id,
-                    task.principal,
-                    task.owner,
-                    status,
-                    expires,
-                    version,
-                    body,
-                    history_lines(&[HistoryEntry::created(task)])
-                ],
+                "INSERT OR IGNORE INTO tasks (id, principal, owner, status, expires_at, version, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![task.id, task.principal, task.owner, status, expires, version, body],
             ),
             RedoRecord::Update(task, history) => tx.execute(
                 "UPDATE tasks SET status = ?2, expires_at = ?3, version = ?4, body = ?5, owner = ?6, \
@@ -686,7 +681,8 @@ pub mod fuzz {
         conn.execute_batch(SCHEMA).map_err(backend)?;
         let tx = conn.transaction().map_err(backend)?;
         for (task, history) in stored {
-            let lines = super::history_lines(history);
+            // The creation is the record itself; the column holds what came after.
+            let lines = super::history_lines(history.get(1..).unwrap_or_default());
             super::apply(&tx, &Write::Insert(Arc::new(task.clone())), None, None, &lines)?;
         }
         tx.commit().map_err(backend)?;
@@ -778,14 +774,38 @@ fn has_history_columns(conn: &Connection) -> rusqlite::Result<bool> {
     conn.query_row("SELECT count(*) > 0 FROM pragma_table_info('tasks') WHERE name = 'history'", [], |row| row.get(0))
 }
 
-/// `entries` as the JSON lines the `history` column appends.
+/// `entries` (one write's) as the line the `history` column appends: a JSON array and a newline
+/// (none for no entries).
 fn history_lines(entries: &[HistoryEntry]) -> String {
-    let mut lines = String::new();
-    for entry in entries {
-        lines.push_str(&serde_json::to_string(entry).expect("history entries serialize"));
-        lines.push('\n');
+    if entries.is_empty() {
+        return String::new();
     }
-    lines
+    let mut line = serde_json::to_string(entries).expect("history entries serialize");
+    line.push('\n');
+    line
+}
+
+/// The line a committed job appends to its task's history: the log's bytes of its entries when
+/// it was logged, else its entries serialized.
+fn job_line(job: &Job, lines: &mut String) {
+    match &job.history_json {
+        Some(json) => {
+            lines.push_str(std::str::from_utf8(json).expect("serde_json writes UTF-8"));
+            lines.push('\n');
+        }
+        None => lines.push_str(&history_lines(&job.history)),
+    }
+}
+
+/// The entries of a `history` column (a JSON array per line), oldest first; an entry this
+/// version cannot read (a newer library's, or a damaged one) is left out.
+fn history_entries(lines: &str) -> impl Iterator<Item = HistoryEntry> + '_ {
+    lines.lines().flat_map(|line| {
+        serde_json::from_str::<Vec<serde_json::Value>>(line)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|entry| serde_json::from_value(entry).ok())
+    })
 }
 
 /// For a task old enough to have more than [`HISTORY_LIMIT`] entries: drops (and counts) the
@@ -800,13 +820,12 @@ fn trim_history(tx: &rusqlite::Transaction<'_>, task: &TaskRecord) -> Result<(),
         .map_err(backend)?
         .flatten();
     let Some(history) = history else { return Ok(()) };
-    let lines: Vec<&str> = history.lines().collect();
-    if lines.len() <= HISTORY_LIMIT {
+    let mut entries: Vec<HistoryEntry> = history_entries(&history).collect();
+    if entries.len() <= HISTORY_LIMIT {
         return Ok(());
     }
-    let dropped = lines.len() - HISTORY_LIMIT;
-    let mut kept = lines[dropped..].join("\n");
-    kept.push('\n');
+    let dropped = entries.len() - HISTORY_LIMIT;
+    let kept = history_lines(&entries.split_off(dropped));
     tx.prepare_cached(
         "UPDATE tasks SET history = ?2, history_dropped = coalesce(history_dropped, 0) + ?3 WHERE id = ?1",
     )
@@ -821,16 +840,14 @@ pub(crate) fn read_history(conn: &Connection, id: &str) -> rusqlite::Result<Task
     if !has_history_columns(conn)? {
         return Ok(TaskHistory::default());
     }
-    let row: Option<(Option<String>, Option<i64>)> = conn
-        .prepare_cached("SELECT history, history_dropped FROM tasks WHERE id = ?1")?
-        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+    let row: Option<(Vec<u8>, Option<String>, Option<i64>)> = conn
+        .prepare_cached("SELECT body, history, history_dropped FROM tasks WHERE id = ?1")?
+        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
-    let Some((lines, dropped)) = row else { return Ok(TaskHistory::default()) };
-    let mut history =
-        TaskHistory { dropped: dropped.map_or(0, |d| u64::try_from(d).unwrap_or(0)), ..TaskHistory::default() };
-    // An entry this version cannot read (a newer library's, or a damaged one) is left out.
-    history.extend(lines.as_deref().unwrap_or("").lines().filter_map(|line| serde_json::from_str(line).ok()));
-    Ok(history)
+    let Some((body, lines, dropped)) = row else { return Ok(TaskHistory::default()) };
+    let Ok(task) = decode(id, &body) else { return Ok(TaskHistory::default()) };
+    let later = history_entries(lines.as_deref().unwrap_or(""));
+    Ok(TaskHistory::from_record(&task, later, dropped.map_or(0, |d| u64::try_from(d).unwrap_or(0))))
 }
 
 fn finish_admin(tx: &rusqlite::Transaction<'_>, seq: u64, outcome: &str) -> Result<(), StoreError> {
@@ -987,7 +1004,7 @@ impl SqliteStore {
     /// [`SqliteStore::write`] of an update with its history entries.
     async fn write_with(&self, write: Write, history: Vec<HistoryEntry>) -> Result<Written, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.queue.push(Job { write, history, reply: Some(reply), logged: None, body: None })?;
+        self.queue.push(Job { write, history, reply: Some(reply), logged: None, body: None, history_json: None })?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -1038,10 +1055,11 @@ impl SqliteStore {
         if self.queue.state.lock().closed {
             return Err(StoreError::Closed);
         }
-        let body = if history.is_empty() {
-            state.append(kind, task.as_ref())?
+        let (body, history_json) = if history.is_empty() {
+            (state.append(kind, task.as_ref())?, None)
         } else {
-            state.append_update(task, &history)?
+            let (body, entries) = state.append_update(task, &history)?;
+            (body, Some(entries))
         };
         state.appended += 1;
         let seq = state.appended;
@@ -1057,7 +1075,7 @@ impl SqliteStore {
         }
         let written = if kind == REDO_INSERT { Written::Done } else { Written::Update(UpdateOutcome::Written) };
         // The record is in the log: if the writer thread is gone, a restart commits it.
-        let _ = self.queue.push(Job { write, history, reply: None, logged: Some(seq), body: Some(body) });
+        let _ = self.queue.push(Job { write, history, reply: None, logged: Some(seq), body: Some(body), history_json });
         Ok(written)
     }
 
@@ -1337,7 +1355,10 @@ fn commit_group(
         .zip(steps)
         .map(|(job, step)| match step {
             Step::Apply => {
-                let lines = if history { history_lines(&job_entries(job)) } else { String::new() };
+                let mut lines = String::new();
+                if history {
+                    job_line(job, &mut lines);
+                }
                 let written = apply(&tx, &job.write, job.body.as_deref(), redo, &lines)?;
                 if let (true, Some(task)) = (history, job.write.record()) {
                     trim_history(&tx, task)?;
@@ -1346,7 +1367,11 @@ fn commit_group(
             }
             Step::Superseded => {
                 let task = job.write.record().expect("only logged writes are superseded");
-                deferred.entry(task.id.as_str()).or_default().push(job);
+                // An insert adds no entry (its record is the creation): a quick task's run
+                // defers nothing.
+                if history && !job.history.is_empty() {
+                    deferred.entry(task.id.as_str()).or_default().push(job);
+                }
                 Ok(match job.write {
                     Write::Update(..) => Written::Update(UpdateOutcome::Written),
                     _ => Written::Done,
@@ -1355,12 +1380,16 @@ fn commit_group(
             Step::Merged(merged) => {
                 let body = job.body.as_deref();
                 let task = job.write.record().expect("only logged writes are merged");
-                let earlier = deferred.remove(task.id.as_str()).unwrap_or_default();
+                let earlier = if deferred.is_empty() {
+                    Vec::new()
+                } else {
+                    deferred.remove(task.id.as_str()).unwrap_or_default()
+                };
                 // The run's entries, appended by its one row write.
                 let mut lines = String::new();
                 if history {
                     for job in earlier.into_iter().chain([job]) {
-                        lines.push_str(&history_lines(&job_entries(job)));
+                        job_line(job, &mut lines);
                     }
                 }
                 let written = match apply(&tx, &merged, body, redo, &lines)? {
@@ -1376,14 +1405,6 @@ fn commit_group(
         .collect();
     tx.commit().map_err(backend)?;
     Ok(results)
-}
-
-/// The history entries a job adds: an insert's creation, an update's entries.
-fn job_entries(job: &Job) -> std::borrow::Cow<'_, [HistoryEntry]> {
-    match &job.write {
-        Write::Insert(task) => vec![HistoryEntry::created(task)].into(),
-        _ => job.history.as_slice().into(),
-    }
 }
 
 /// What the writer thread does for one job of a group.
@@ -1472,7 +1493,7 @@ fn apply(
                 expires_at(task),
                 i64::try_from(task.version).unwrap_or(i64::MAX),
                 row_body(task),
-                history,
+                (!history.is_empty()).then_some(history),
             ]);
             match inserted {
                 Ok(_) => Ok(Written::Done),
@@ -1747,7 +1768,7 @@ mod tests {
     }
 
     fn logged(write: Write) -> Job {
-        Job { write, history: Vec::new(), reply: None, logged: Some(1), body: None }
+        Job { write, history: Vec::new(), reply: None, logged: Some(1), body: None, history_json: None }
     }
 
     #[test]
@@ -1764,7 +1785,14 @@ mod tests {
             logged(Write::Insert(Arc::clone(&a1))),
             logged(Write::Insert(Arc::clone(&b))),
             logged(Write::Update(Arc::clone(&a2), 1)),
-            Job { write: Write::Purge(0, 1), history: Vec::new(), reply: Some(reply), logged: None, body: None },
+            Job {
+                write: Write::Purge(0, 1),
+                history: Vec::new(),
+                reply: Some(reply),
+                logged: None,
+                body: None,
+                history_json: None,
+            },
             logged(Write::Update(Arc::clone(&a3), 2)),
         ];
         let steps = coalesce(&group);
