@@ -46,6 +46,90 @@ async fn stopped_host(dir: &tempfile::TempDir) -> [String; 3] {
     [a.task.task_id, b.task.task_id, c.task.task_id]
 }
 
+/// Tasks in every state through `engine`, then the web view's queries through `admin`: filters
+/// (several statuses, tool, principal, text, id prefix, a token's principals), keyset pages
+/// newest change first, and the counts.
+async fn pages_and_counts(engine: &Engine, admin: &Admin) {
+    use mcp_tasks::admin::query::{Cursor, TaskQuery};
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let (t, ctx) = engine.create_task("alice", "a", TaskOptions::default()).await.unwrap();
+        ctx.complete(json!({"content": [], "n": n})).await.unwrap();
+        ids.push(t.task.task_id);
+    }
+    let mut running = Vec::new();
+    for n in 0..4 {
+        let options = TaskOptions { ttl_ms: Some(if n == 0 { Some(600_000) } else { None }), ..TaskOptions::default() };
+        let (t, ctx) = engine.create_task("bob", "b", options).await.unwrap();
+        ctx.set_status_message(format!("Step {n} of 9 (50%)")).await.unwrap();
+        ids.push(t.task.task_id);
+        running.push(ctx);
+    }
+    for _ in 0..2 {
+        let (t, ctx) = engine.create_task("carol", "a", TaskOptions::default()).await.unwrap();
+        ctx.fail(mcp_tasks::protocol::RpcError::internal("broke")).await.unwrap();
+        ids.push(t.task.task_id);
+    }
+    let (t, _ctx) = engine.create_task("carol", "c", TaskOptions::default()).await.unwrap();
+    engine.cancel("carol", &t.task.task_id).await.unwrap();
+    ids.push(t.task.task_id);
+
+    let all = TaskQuery { limit: 100, ..TaskQuery::default() };
+    let count = |query: TaskQuery| async move { admin.page(&query).await.unwrap().tasks.len() };
+    assert_eq!(count(all.clone()).await, 12);
+    let statuses = |s: &[TaskStatus]| TaskQuery { statuses: s.to_vec(), ..all.clone() };
+    assert_eq!(count(statuses(&[TaskStatus::Working])).await, 4);
+    assert_eq!(count(statuses(&[TaskStatus::Completed, TaskStatus::Failed])).await, 7);
+    assert_eq!(count(TaskQuery { tool: Some("b".into()), ..all.clone() }).await, 4);
+    assert_eq!(count(TaskQuery { principal: Some("carol".into()), ..all.clone() }).await, 3);
+    assert_eq!(count(TaskQuery { text: Some("STEP 3".into()), ..all.clone() }).await, 1, "case ignored");
+    assert_eq!(count(TaskQuery { text: Some("(50%)".into()), ..all.clone() }).await, 4, "% is a character");
+    assert_eq!(count(TaskQuery { text: Some("_".into()), ..all.clone() }).await, 0, "_ is a character");
+    let one = ids[7].clone();
+    let by_id = admin.page(&TaskQuery { id_prefix: Some(one.clone()), ..all.clone() }).await.unwrap();
+    assert_eq!(by_id.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(), [one]);
+    let limited = TaskQuery { principals: Some(vec!["alice".into(), "carol".into()]), ..all.clone() };
+    assert_eq!(count(limited.clone()).await, 8);
+    assert_eq!(count(TaskQuery { principals: Some(vec![]), ..all.clone() }).await, 0, "a token limited to none");
+    let soon = TaskQuery { expiring_before_ms: Some(u64::MAX / 2), ..all.clone() };
+    assert_eq!(count(soon).await, 1, "the one unfinished task with a TTL");
+
+    // Keyset pages of 5: every task once, newest change first.
+    let mut seen = Vec::new();
+    let mut after: Option<Cursor> = None;
+    loop {
+        let page = admin.page(&TaskQuery { limit: 5, after: after.clone(), ..TaskQuery::default() }).await.unwrap();
+        assert!(page.tasks.len() <= 5);
+        seen.extend(page.tasks.iter().map(|t| (t.updated_at_ms, t.id.clone())));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 12, "{seen:?}");
+    let mut sorted = seen.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(seen, sorted, "newest change first, ties by id");
+
+    let overview = admin.overview(&all).await.unwrap();
+    let counts: Vec<u64> = overview.by_status.iter().map(|(_, n)| *n).collect();
+    assert_eq!(counts, [4, 0, 5, 2, 1], "working, input_required, completed, failed, cancelled");
+    assert_eq!(overview.expiring_within_hour, 1);
+    let theirs = admin.overview(&limited).await.unwrap();
+    assert_eq!(theirs.by_status.iter().map(|(_, n)| *n).sum::<u64>(), 8, "counts keep to the token's principals");
+    drop(running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_views_pages_and_counts_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    // Durability::Full: each write is in SQLite when it returns, so the admin reads it at once.
+    let store = SqliteStore::open_with(dir.path().join("tasks.db"), mcp_tasks::store::Durability::Full).unwrap();
+    let engine = engine(Arc::new(store)).await;
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    pages_and_counts(&engine, &admin).await;
+}
+
 #[tokio::test]
 async fn reads_filter_by_status_tool_principal_and_age_newest_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,6 +303,15 @@ mod postgres {
     async fn worker(url: &str) -> Engine {
         let store = PostgresStore::connect(url).await.expect("connects and migrates");
         Engine::builder(Arc::new(store)).config(fast_sweeps()).build().await.expect("builds")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+    async fn the_web_views_pages_and_counts_on_postgres() {
+        let url = common::pg_database().await;
+        let w = worker(&url).await;
+        let admin = Admin::open(&url).await.unwrap();
+        pages_and_counts(&w, &admin).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,8 @@
 //!   compare-and-set update fires the change trigger every worker listens to, so the worker
 //!   running the task stops its work.
 
+pub mod query;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read as _;
@@ -237,6 +239,57 @@ impl Admin {
         }
     }
 
+    /// A page of the tasks `query` selects, newest change first (the web view's list).
+    pub async fn page(&self, query: &query::TaskQuery) -> Result<query::TaskPage, AdminError> {
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let tasks = match &self.backend {
+            Backend::Sqlite(s) => {
+                let sql = query::page(query::SQLITE, query, now);
+                s.blocking(move |s| s.records(&sql.text, &sqlite_values(&sql.values))).await?
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                let sql = query::page(query::POSTGRES, query, now);
+                let values = postgres_values(&sql.values);
+                store.records(&sql.text, &postgres_params(&values)).await?
+            }
+        };
+        Ok(query::read_page(tasks, query))
+    }
+
+    /// The counts a list page shows: tasks per status and those expiring within the hour, over
+    /// the principals `query` limits the viewer to.
+    pub async fn overview(&self, query: &query::TaskQuery) -> Result<query::Overview, AdminError> {
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let rows: Vec<(String, i64)> = match &self.backend {
+            Backend::Sqlite(s) => {
+                let sql = query::overview(query::SQLITE, query, now);
+                s.blocking(move |s| {
+                    let conn = s.conn.lock();
+                    let mut stmt = conn.prepare(&sql.text).map_err(|e| s.map_busy(e))?;
+                    let rows = stmt
+                        .query_map(params_from_iter(sqlite_values(&sql.values)), |row| Ok((row.get(0)?, row.get(1)?)))
+                        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                        .map_err(|e| s.map_busy(e))?;
+                    Ok(rows)
+                })
+                .await?
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                let sql = query::overview(query::POSTGRES, query, now);
+                let values = postgres_values(&sql.values);
+                let client = store.client().await?;
+                let rows = client
+                    .query(&sql.text, &postgres_params(&values))
+                    .await
+                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                rows.iter().map(|row| (row.get(0), row.get(1))).collect()
+            }
+        };
+        Ok(query::read_overview(rows))
+    }
+
     /// Task counts by status and tool.
     pub async fn stats(&self) -> Result<Vec<StatusCount>, AdminError> {
         match &self.backend {
@@ -401,6 +454,36 @@ async fn postgres_list(
     }
     let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
     Ok(store.records(&sql, &params).await?)
+}
+
+fn sqlite_values(values: &[query::Value]) -> Vec<rusqlite::types::Value> {
+    values
+        .iter()
+        .map(|v| match v {
+            query::Value::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            query::Value::Int(i) => rusqlite::types::Value::Integer(*i),
+        })
+        .collect()
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_values(values: &[query::Value]) -> Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> {
+    values
+        .iter()
+        .map(|v| -> Box<dyn tokio_postgres::types::ToSql + Sync + Send> {
+            match v {
+                query::Value::Text(t) => Box::new(t.clone()),
+                query::Value::Int(i) => Box::new(*i),
+            }
+        })
+        .collect()
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_params(
+    values: &[Box<dyn tokio_postgres::types::ToSql + Sync + Send>],
+) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+    values.iter().map(|v| v.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect()
 }
 
 /// A SQLite file, operated from another process than its host.
