@@ -7,6 +7,7 @@
 //! mcp-tasks purge --older-than 7d
 //! mcp-tasks tail --json
 //! mcp-tasks stats
+//! mcp-tasks web --listen 127.0.0.1:8765 --token-file ops.tokens
 //! ```
 //!
 //! Every operation is `mcp_tasks::admin` (safe on a live store: see there); this crate parses
@@ -106,6 +107,24 @@ enum Command {
         #[arg(long, default_value_t = 250)]
         interval_ms: u64,
     },
+    /// Serve the operator's web view of the store (loopback only, unless given a token file).
+    Web {
+        /// Where to listen. A non-loopback address needs --token-file.
+        #[arg(long, default_value = "127.0.0.1:8765")]
+        listen: std::net::SocketAddr,
+        /// Tokens that may act, one per line: NAME:SECRET or NAME:SECRET:PRINCIPAL,PRINCIPAL.
+        #[arg(long)]
+        token_file: Option<std::path::PathBuf>,
+        /// Hide and refuse every action.
+        #[arg(long)]
+        read_only: bool,
+        /// The path to serve under, such as /tasks.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Show results and error data on a task's page (hidden by default).
+        #[arg(long)]
+        show_payloads: bool,
+    },
     /// Count tasks by status and tool.
     Stats {
         /// JSON instead of a table.
@@ -172,7 +191,8 @@ where
                 eprintln!("  caused by: {cause}");
                 source = cause.source();
             }
-            1
+            // Bad usage is 2, as a parse error is (the module docs' exit statuses).
+            if matches!(e, Failure::Usage(_)) { 2 } else { 1 }
         }
     }
 }
@@ -285,6 +305,9 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
                 None => Ok(0),
             }
         }
+        Command::Web { listen, token_file, read_only, prefix, show_payloads } => {
+            web(admin, listen, token_file, read_only, prefix, show_payloads, out).await
+        }
         Command::Stats { json } => {
             let counts = admin.stats().await?;
             if json {
@@ -295,6 +318,57 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
             Ok(0)
         }
     }
+}
+
+/// `mcp-tasks web`: serves the view until interrupted.
+async fn web(
+    admin: Admin,
+    listen: std::net::SocketAddr,
+    token_file: Option<std::path::PathBuf>,
+    read_only: bool,
+    prefix: String,
+    show_payloads: bool,
+    out: &mut impl Write,
+) -> Result<i32, Failure> {
+    let tokens = match &token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::Usage(format!("--token-file {}: {e}", path.display())))?;
+            mcp_tasks_web::parse_tokens(&text)
+                .map_err(|e| Failure::Usage(format!("--token-file {}: {e}", path.display())))?
+        }
+        None => Vec::new(),
+    };
+    let loopback = listen.ip().is_loopback();
+    if !loopback && tokens.is_empty() {
+        return Err(Failure::Usage(format!(
+            "--listen {listen}: a non-loopback address needs --token-file (anyone who reaches it could read every task)"
+        )));
+    }
+    if !prefix.is_empty() && (!prefix.starts_with('/') || prefix.ends_with('/')) {
+        return Err(Failure::Usage(format!("--prefix {prefix:?}: a path such as /tasks, without a trailing slash")));
+    }
+    let options = mcp_tasks_web::WebOptions {
+        prefix: prefix.clone(),
+        read_only,
+        tokens,
+        // Reading is open on loopback; elsewhere it takes a token too.
+        open_reads: loopback,
+        show_payloads,
+        ..mcp_tasks_web::WebOptions::default()
+    };
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.map_err(|e| Failure::Usage(format!("--listen {listen}: {e}")))?;
+    let address = listener.local_addr()?;
+    writeln!(out, "serving the web view at http://{address}{prefix}/")?;
+    out.flush()?;
+    let router = mcp_tasks_web::router(mcp_tasks_web::WebView::new(admin, options));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(0)
 }
 
 /// A history entry as `show` prints it: its time as an RFC 3339 `at`, then the event's fields.

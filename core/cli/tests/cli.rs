@@ -100,3 +100,32 @@ fn bad_stores_and_arguments_are_clear_errors_with_their_exit_statuses() {
         Command::new(env!("CARGO_BIN_EXE_mcp-tasks")).arg("stats").env_remove("MCP_TASKS_STORE").output().unwrap();
     assert!(stderr(&output).contains("--store URL or set MCP_TASKS_STORE"), "{}", stderr(&output));
 }
+
+#[tokio::test]
+async fn web_serves_the_view_on_loopback_and_refuses_another_address_without_tokens() {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let (url, done, _working) = store(&dir).await;
+
+    let refused = cli(&url, &["web", "--listen", "0.0.0.0:0"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("needs --token-file"));
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+        .args(["--store", &url, "web", "--listen", "127.0.0.1:0", "--prefix", "/ops"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let address = line.trim().strip_prefix("serving the web view at http://").unwrap().strip_suffix("/ops/").unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET /ops/tasks/{done} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("content-security-policy: default-src 'none'"), "{answer}");
+    assert!(answer.contains(&done) && answer.contains(r#"<span class="event">created</span>"#), "{answer}");
+}

@@ -319,12 +319,21 @@ impl Admin {
 
     /// Cancels task `id` as `tasks/cancel` would (see the module docs for how, per store).
     pub async fn cancel(&self, id: &str) -> Result<Applied, AdminError> {
-        let action = AdminAction::Cancel { task_id: id.to_owned(), operator: self.operator.clone() };
+        self.cancel_by(id, self.operator.clone()).await
+    }
+
+    /// [`Admin::cancel`] asked for by operator `operator` (the web view's signed-in operator).
+    pub async fn cancel_as(&self, id: &str, operator: &str) -> Result<Applied, AdminError> {
+        self.cancel_by(id, Some(operator.to_owned())).await
+    }
+
+    async fn cancel_by(&self, id: &str, operator: Option<String>) -> Result<Applied, AdminError> {
+        let action = AdminAction::Cancel { task_id: id.to_owned(), operator: operator.clone() };
         match &self.backend {
             Backend::Sqlite(s) => s.apply(action, self.wait).await,
             #[cfg(feature = "postgres")]
             Backend::Postgres { store, .. } => {
-                Ok(Applied::Done(direct_cancel(store.as_ref(), id, self.operator.as_deref()).await?))
+                Ok(Applied::Done(direct_cancel(store.as_ref(), id, operator.as_deref()).await?))
             }
         }
     }

@@ -1,0 +1,249 @@
+//! The operator's web view of an mcp-tasks store: every task at a glance (counts, filters
+//! evaluated in the store, keyset pages), a task's detail and history, cancel and purge.
+//!
+//! One request → response function, [`WebView::handle`], renders every page: the `mcp-tasks web`
+//! command and a Rust host (feature `axum`: [`router`]) call it, and so do the Python and
+//! TypeScript servers through their bindings, so every face serves the same bytes. Pages are
+//! server-rendered HTML (askama templates, checked at compile time and escaped by default), with
+//! one stylesheet and one small script embedded in the binary; every page works with scripts
+//! off.
+//!
+//! Reads and writes go through [`mcp_tasks::admin::Admin`], the code the `mcp-tasks` CLI runs:
+//! a cancel is the transition function's with a compare-and-set (queued for the live host that
+//! owns a SQLite file), a purge deletes terminal tasks only, and both name the operator in the
+//! task's history.
+//!
+//! Safe by default: every change needs a token ([`WebOptions::tokens`]; a login form turns it
+//! into an `HttpOnly`, `SameSite=Strict` cookie scoped to the prefix, and scripts send
+//! `Authorization: Bearer`), a state-changing request from another site is refused
+//! (`Sec-Fetch-Site`, else `Origin` against `Host`), every page carries a Content-Security-Policy
+//! without inline script and `frame-ancestors 'none'`, a token may be limited to principals (every
+//! query filters on them), and [`WebOptions::read_only`] hides and refuses every action.
+
+#![warn(missing_docs)]
+
+mod auth;
+mod pages;
+mod params;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use mcp_tasks::admin::Admin;
+
+pub use auth::{Token, TokenError, parse_tokens};
+
+/// A hook that turns a payload into what may be shown.
+pub type Redact = Arc<dyn Fn(&serde_json::Value) -> serde_json::Value + Send + Sync>;
+
+/// A refusal: the page that says so (boxed: an answer is larger than what succeeds).
+type Refused = Box<Response<Bytes>>;
+
+/// How a [`WebView`] behaves.
+#[derive(Clone)]
+pub struct WebOptions {
+    /// The path the view is mounted under (`/tasks`; empty for the root). No trailing slash.
+    pub prefix: String,
+    /// Hide and refuse every action.
+    pub read_only: bool,
+    /// The tokens that may act (and, with [`WebOptions::open_reads`] off, read). None: nobody
+    /// may change anything.
+    pub tokens: Vec<Token>,
+    /// Reading needs no token (the default on a loopback address, where only this machine's
+    /// users reach it).
+    pub open_reads: bool,
+    /// Show results and error data in a task's detail (off by default: payloads may hold what
+    /// an operator should not see; [`WebOptions::redact`] can also trim them).
+    pub show_payloads: bool,
+    /// Called on a result or error payload before it is shown (when shown at all): return what
+    /// may be displayed.
+    pub redact: Option<Redact>,
+    /// The most bytes of a payload a detail page shows.
+    pub payload_limit: usize,
+    /// The most tasks an action on "everything matching" may change.
+    pub bulk_limit: usize,
+}
+
+impl Default for WebOptions {
+    fn default() -> Self {
+        Self {
+            prefix: String::new(),
+            read_only: false,
+            tokens: Vec::new(),
+            open_reads: true,
+            show_payloads: false,
+            redact: None,
+            payload_limit: 64 * 1024,
+            bulk_limit: 1_000,
+        }
+    }
+}
+
+impl std::fmt::Debug for WebOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the tokens' secrets.
+        f.debug_struct("WebOptions")
+            .field("prefix", &self.prefix)
+            .field("read_only", &self.read_only)
+            .field("tokens", &self.tokens.len())
+            .field("open_reads", &self.open_reads)
+            .field("show_payloads", &self.show_payloads)
+            .field("redact", &self.redact.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The web view over one store.
+#[derive(Clone)]
+pub struct WebView {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    admin: Admin,
+    options: WebOptions,
+}
+
+impl std::fmt::Debug for WebView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebView").field("prefix", &self.inner.options.prefix).finish_non_exhaustive()
+    }
+}
+
+/// The Content-Security-Policy of every answer: this origin's stylesheet and script only, no
+/// inline script, no framing, forms posting back here only.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+impl WebView {
+    /// A view over the store `admin` operates.
+    pub fn new(admin: Admin, mut options: WebOptions) -> Self {
+        options.prefix = options.prefix.trim_end_matches('/').to_owned();
+        Self { inner: Arc::new(Inner { admin, options }) }
+    }
+
+    /// Opens the store at `url` (as `mcp-tasks` does) and makes a view over it.
+    pub async fn open(url: &str, options: WebOptions) -> Result<Self, mcp_tasks::admin::AdminError> {
+        Ok(Self::new(Admin::open(url).await?, options))
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &WebOptions {
+        &self.inner.options
+    }
+
+    /// Answers one request (its path includes the prefix). Never fails: a refusal or a store
+    /// error is a page saying so, with its status.
+    pub async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let mut response = self.route(request).await;
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+        headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+        headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+        response
+    }
+
+    async fn route(&self, request: Request<Bytes>) -> Response<Bytes> {
+        let options = &self.inner.options;
+        let path = request.uri().path();
+        let Some(rest) = path.strip_prefix(options.prefix.as_str()) else {
+            return pages::error(self, StatusCode::NOT_FOUND, "No such page.");
+        };
+        let rest = if rest.is_empty() { "/" } else { rest };
+        if !rest.starts_with('/') {
+            return pages::error(self, StatusCode::NOT_FOUND, "No such page.");
+        }
+        let rest = rest.to_owned();
+        let method = request.method().clone();
+        match (method, rest.as_str()) {
+            (Method::GET, "/assets/app.css") => pages::asset("text/css; charset=utf-8", pages::APP_CSS),
+            (Method::GET, "/assets/app.js") => pages::asset("text/javascript; charset=utf-8", pages::APP_JS),
+            (Method::GET, "/login") => pages::login(self, &request, None),
+            (Method::POST, "/login") => auth::login(self, &request),
+            (Method::POST, "/logout") => auth::logout(self, &request),
+            (Method::GET | Method::HEAD, "/") => match self.reader(&request) {
+                Ok(viewer) => pages::list(self, &request, &viewer).await,
+                Err(refused) => *refused,
+            },
+            (Method::GET | Method::HEAD, rest) if rest.starts_with("/tasks/") && !rest[7..].contains('/') => {
+                match self.reader(&request) {
+                    Ok(viewer) => pages::detail(self, &request, &viewer, &rest[7..]).await,
+                    Err(refused) => *refused,
+                }
+            }
+            (Method::POST, "/actions") => match self.actor(&request) {
+                Ok(viewer) => pages::act(self, &request, &viewer).await,
+                Err(refused) => *refused,
+            },
+            (_, "/" | "/actions" | "/login" | "/logout") => {
+                pages::error(self, StatusCode::METHOD_NOT_ALLOWED, "That method is not allowed here.")
+            }
+            _ => pages::error(self, StatusCode::NOT_FOUND, "No such page."),
+        }
+    }
+
+    /// Who reads: a token's holder, or anyone when reads are open.
+    fn reader(&self, request: &Request<Bytes>) -> Result<auth::Viewer, Refused> {
+        match auth::viewer(self, request) {
+            Some(viewer) => Ok(viewer),
+            None if self.inner.options.open_reads => Ok(auth::Viewer::anonymous()),
+            None => Err(Box::new(pages::login(self, request, Some("Sign in with a token to read this view.")))),
+        }
+    }
+
+    /// Who changes something: a token's holder, from this site, when actions are on.
+    fn actor(&self, request: &Request<Bytes>) -> Result<auth::Viewer, Refused> {
+        let refuse = |status, message| Err(Box::new(pages::error(self, status, message)));
+        if self.inner.options.read_only {
+            return refuse(StatusCode::FORBIDDEN, "This view is read-only.");
+        }
+        let Some(viewer) = auth::viewer(self, request) else {
+            return refuse(StatusCode::UNAUTHORIZED, "Sign in with a token to change anything.");
+        };
+        if !auth::same_site(request, viewer.by_header) {
+            return refuse(StatusCode::FORBIDDEN, "Refused: the request came from another site.");
+        }
+        Ok(viewer)
+    }
+
+    fn admin(&self) -> &Admin {
+        &self.inner.admin
+    }
+
+    fn href(&self, path: &str) -> String {
+        format!("{}{path}", self.inner.options.prefix)
+    }
+}
+
+/// The view as an axum router (feature `axum`), its routes under the view's prefix: merge it into
+/// a host's router (`host.router("/mcp").merge(mcp_tasks_web::router(view))`).
+#[cfg(feature = "axum")]
+pub fn router(view: WebView) -> axum::Router {
+    use axum::body::Body;
+    use axum::response::IntoResponse;
+
+    async fn serve(
+        axum::extract::State(view): axum::extract::State<WebView>,
+        request: Request<Body>,
+    ) -> axum::response::Response {
+        let (parts, body) = request.into_parts();
+        // Forms and logins are small; a larger body is refused before it is read whole.
+        let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+        };
+        let response = view.handle(Request::from_parts(parts, bytes)).await;
+        response.map(Body::from).into_response()
+    }
+
+    let prefix = view.inner.options.prefix.clone();
+    let mut router = axum::Router::new()
+        .route(&format!("{prefix}/"), axum::routing::any(serve))
+        .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(serve));
+    if !prefix.is_empty() {
+        router = router.route(&prefix, axum::routing::any(serve));
+    }
+    router.with_state(view)
+}
