@@ -789,6 +789,7 @@ module.exports.NativeTask = nativeBinding.NativeTask
 module.exports.NativeTaskDriver = nativeBinding.NativeTaskDriver
 module.exports.NativeTaskExecution = nativeBinding.NativeTaskExecution
 module.exports.NativeToolCall = nativeBinding.NativeToolCall
+module.exports.NativeWebView = nativeBinding.NativeWebView
 module.exports.Settling = nativeBinding.Settling
 module.exports.classifyToolsCall = nativeBinding.classifyToolsCall
 module.exports.defaultPrincipal = nativeBinding.defaultPrincipal

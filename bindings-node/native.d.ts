@@ -369,6 +369,14 @@ export declare class NativeToolCall {
   createTask(): Creation
 }
 
+/** The operator's web view over one store. */
+export declare class NativeWebView {
+  /** Opens the store at `url` (as `mcp-tasks` does) and makes a view over it. */
+  static open(url: string, options?: WebViewOptions | undefined | null): Promise<NativeWebView>
+  /** Answers one request: `target` is its path and query, `headers` its name-value pairs. */
+  handle(method: string, target: string, headers: Array<Array<string>>, body: Buffer): Promise<WebAnswer>
+}
+
 /** A task whose settling goes on on the runtime (a store that waits): `wait()` for it. */
 export declare class Settling {
   /** The next round's answers (JSON) when the tool asked for input, else `null`. */
@@ -449,4 +457,28 @@ export interface TaskReply {
   body: string
   /** The created task, for the host to run. */
   task: NativeTask
+}
+
+/** One answer of the view. */
+export interface WebAnswer {
+  /** The HTTP status. */
+  status: number
+  /** The response headers (lower-case names). */
+  headers: Record<string, string>
+  /** The body. */
+  body: Buffer
+}
+
+/** How a web view behaves (core's `WebOptions`; absent fields take its defaults). */
+export interface WebViewOptions {
+  /** The path it is mounted under (`/tasks`), without a trailing slash. */
+  prefix?: string
+  /** A token file's text: `NAME:SECRET` or `NAME:SECRET:PRINCIPAL,...` a line. */
+  tokens?: string
+  /** Hide and refuse every action. */
+  readOnly?: boolean
+  /** Reading needs no token (default true). */
+  openReads?: boolean
+  /** Show results and error data on a task's page. */
+  showPayloads?: boolean
 }

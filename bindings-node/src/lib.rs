@@ -7,6 +7,7 @@ pub mod client;
 pub mod error;
 pub mod protocol;
 pub mod server;
+pub mod web;
 
 use napi_derive::napi;
 

@@ -497,6 +497,8 @@ function signalOf(entry: Running): AbortSignal {
 /** The tasks extension for TypeScript servers: core's dispatcher and engine over one store. */
 export class TasksServer {
   readonly #native: NativeModule.NativeServer;
+  /** The store it was opened on (its web view opens the same). */
+  readonly #store: string;
   readonly #tools = new Map<string, TaskToolConfig>();
   /** The caller of a request: the `principal` option, or `undefined` for core's default. */
   readonly #principal: ((info: PrincipalInfo) => string | undefined) | undefined;
@@ -514,6 +516,7 @@ export class TasksServer {
 
   private constructor(nativeServer: NativeModule.NativeServer, options: TasksServerOptions) {
     this.#native = nativeServer;
+    this.#store = options.store ?? "sqlite://mcp-tasks.db";
     this.#principal = options.principal;
     for (const [name, config] of Object.entries(options.tools ?? {})) {
       this.configure(name, config);
@@ -549,6 +552,12 @@ export class TasksServer {
       this.#native.configure(tool, full.mode ?? "optional", JSON.stringify(options), full.prepare !== undefined),
     );
     this.#tools.set(tool, full);
+  }
+
+  /** The operator's web view of this server's store as a `node:http` handler (see
+   * `webHandler`); a `memory://` store has none (nothing outside the engine can read it). */
+  webHandler(options: WebViewOptions = {}): Promise<(req: IncomingMessage, res: ServerResponse) => void> {
+    return webHandler(this.#store, options);
   }
 
   /** The engine's metrics in the Prometheus exposition format (OpenMetrics text): answer a
@@ -1426,4 +1435,70 @@ async function writeNode(response: Response, res: ServerResponse): Promise<void>
   } finally {
     res.end();
   }
+}
+
+/** How the operator's web view behaves (docs/operating.md, "The web view"). */
+export interface WebViewOptions {
+  /** The path it is mounted under, such as `/tasks` (no trailing slash); requests carry it. */
+  prefix?: string;
+  /** A token file: `NAME:SECRET` or `NAME:SECRET:PRINCIPAL,...` a line. Without tokens nothing can be changed. */
+  tokenFile?: string;
+  /** The same, as text. */
+  tokens?: string;
+  /** Hide and refuse every action. */
+  readOnly?: boolean;
+  /** Reading needs no token (default true). */
+  openReads?: boolean;
+  /** Show results and error data on a task's page (hidden by default). */
+  showPayloads?: boolean;
+}
+
+/** The most bytes of a request body the view reads (forms and logins are small). */
+const WEB_MAX_BODY = 64 * 1024;
+
+/** The operator's web view of the store at `store` (`sqlite://` or `postgres://`) as a
+ * `node:http` handler: core renders every page (the same bytes as `mcp-tasks web`), this only
+ * carries the request to it and its answer back. Route the prefix's requests to it. */
+export async function webHandler(
+  store: string,
+  options: WebViewOptions = {},
+): Promise<(req: IncomingMessage, res: ServerResponse) => void> {
+  if (options.tokenFile !== undefined && options.tokens !== undefined) {
+    throw new TypeError("pass tokenFile or tokens, not both");
+  }
+  const { readFile } = await import("node:fs/promises");
+  const tokens = options.tokenFile !== undefined ? await readFile(options.tokenFile, "utf8") : options.tokens;
+  const view = await mapped(() =>
+    native.NativeWebView.open(store, {
+      prefix: options.prefix,
+      tokens,
+      readOnly: options.readOnly,
+      openReads: options.openReads,
+      showPayloads: options.showPayloads,
+    }),
+  );
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > WEB_MAX_BODY && !refused) {
+        refused = true;
+        res.writeHead(413, { "content-type": "text/plain" }).end("request body too large");
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => {
+      if (refused) return;
+      const headers: string[][] = [];
+      for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.push([req.rawHeaders[i]!, req.rawHeaders[i + 1]!]);
+      view.handle(req.method ?? "GET", req.url ?? "/", headers, Buffer.concat(chunks)).then(
+        (answer) => res.writeHead(answer.status, answer.headers).end(answer.body),
+        (error: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(String(error)),
+      );
+    });
+  };
 }

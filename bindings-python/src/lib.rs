@@ -6,6 +6,7 @@ mod client;
 mod delivery;
 mod engine;
 mod error;
+mod web;
 
 use std::future::Future;
 use std::pin::pin;
@@ -287,6 +288,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyRouted>()?;
     m.add_class::<engine::PySseListen>()?;
     m.add_class::<client::PyClient>()?;
+    m.add_class::<web::PyWebView>()?;
     m.add_class::<client::PyTaskExecution>()?;
     m.add_function(wrap_pyfunction!(client::outcome_result, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_exit, m)?)?;

@@ -9,6 +9,7 @@ from .errors import *  # noqa: F403  (one class per row of core's ERROR_CLASSES)
 from .errors import __all__ as _error_names
 from .client import Execution, InputRequest, Outcome, TaskExecution, TasksClient, TasksClientExtension
 from .server import CurrentTask, TaskConfig, TasksExtension, current_task, default_principal
+from .web import WebApp
 
 __all__ = [
     "CurrentTask",
@@ -23,6 +24,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "TaskConfig",
     "TasksExtension",
+    "WebApp",
     "__version__",
     "current_task",
     "default_principal",

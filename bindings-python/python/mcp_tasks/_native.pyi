@@ -3,7 +3,7 @@
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Literal, final
 
-__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "SseListen", "Subscription", "TaskContext", "TaskExecution", "__version__", "admin_main", "default_capabilities", "outcome_result", "prepare_exit", "refusal_response", "serve_limits"]
+__all__ = ["Client", "ERROR_CLASSES", "ERROR_TABLE", "EXTENSION_ID", "Engine", "Listen", "METRICS_CONTENT_TYPE", "PROTOCOL_VERSION", "Ready", "Routed", "Server", "SseListen", "Subscription", "TaskContext", "TaskExecution", "WebView", "__version__", "admin_main", "default_capabilities", "outcome_result", "prepare_exit", "refusal_response", "serve_limits"]
 __version__: str
 EXTENSION_ID: str
 PROTOCOL_VERSION: str
@@ -171,6 +171,24 @@ class Subscription:
     @property
     def accepted(self) -> list[str]: ...
     def next(self) -> Awaitable[dict[str, Any] | None]: ...
+
+@final
+class WebView:
+    """The operator's web view over one store (core's ``mcp_tasks_web::WebView``)."""
+
+    @staticmethod
+    def open(
+        url: str,
+        *,
+        prefix: str | None = None,
+        tokens: str | None = None,
+        read_only: bool = False,
+        open_reads: bool = True,
+        show_payloads: bool = False,
+    ) -> Awaitable[WebView]: ...
+    def handle(
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes]]: ...
 
 @final
 class Ready:

@@ -391,6 +391,7 @@ class TasksExtension(Extension):
         worker_lease_ms: int | None = None,
         request_state_key: bytes | str | None = None,
     ) -> None:
+        self._store = store
         self._engine = engine or _native.Engine(
             store,
             default_ttl_ms=None if default_ttl_ms in ("default", None) else default_ttl_ms,  # type: ignore[arg-type]
@@ -424,6 +425,15 @@ class TasksExtension(Extension):
     def engine(self) -> _native.Engine:
         """The native engine (for hosts that drive tasks directly)."""
         return self._engine
+
+    def web_app(self, *, prefix: str = "", **options: Any) -> Any:
+        """The operator's web view of this extension's store as an ASGI app
+        (:class:`mcp_tasks.WebApp`; ``options`` as its): mount it beside the MCP endpoint, e.g.
+        Starlette's ``Mount("/tasks", app=extension.web_app(prefix="/tasks", token_file=...))``.
+        A ``memory://`` store has no web view (nothing outside the engine can read it)."""
+        from .web import WebApp
+
+        return WebApp(self._store, prefix=prefix, **options)
 
     def metrics(self) -> str:
         """The engine's metrics in the Prometheus exposition format (OpenMetrics text; answer a

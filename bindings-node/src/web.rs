@@ -1,0 +1,99 @@
+//! The web view for Node: `webHandler` of `mcp-tasks/server` hands each `node:http` request to
+//! core's `WebView::handle` and writes back what it answers, so the page bytes are core's.
+
+use std::collections::HashMap;
+
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+
+/// How a web view behaves (core's `WebOptions`; absent fields take its defaults).
+#[napi(object)]
+pub struct WebViewOptions {
+    /// The path it is mounted under (`/tasks`), without a trailing slash.
+    pub prefix: Option<String>,
+    /// A token file's text: `NAME:SECRET` or `NAME:SECRET:PRINCIPAL,...` a line.
+    pub tokens: Option<String>,
+    /// Hide and refuse every action.
+    pub read_only: Option<bool>,
+    /// Reading needs no token (default true).
+    pub open_reads: Option<bool>,
+    /// Show results and error data on a task's page.
+    pub show_payloads: Option<bool>,
+}
+
+/// One answer of the view.
+#[napi(object)]
+pub struct WebAnswer {
+    /// The HTTP status.
+    pub status: u32,
+    /// The response headers (lower-case names).
+    pub headers: HashMap<String, String>,
+    /// The body.
+    pub body: Buffer,
+}
+
+/// The operator's web view over one store.
+#[napi]
+pub struct NativeWebView {
+    view: mcp_tasks_web::WebView,
+}
+
+#[napi]
+impl NativeWebView {
+    /// Opens the store at `url` (as `mcp-tasks` does) and makes a view over it.
+    #[napi]
+    pub async fn open(url: String, options: Option<WebViewOptions>) -> napi::Result<Self> {
+        let options = options.unwrap_or(WebViewOptions {
+            prefix: None,
+            tokens: None,
+            read_only: None,
+            open_reads: None,
+            show_payloads: None,
+        });
+        let tokens = match &options.tokens {
+            Some(text) => mcp_tasks_web::parse_tokens(text).map_err(|e| invalid(e.to_string()))?,
+            None => Vec::new(),
+        };
+        let defaults = mcp_tasks_web::WebOptions::default();
+        let options = mcp_tasks_web::WebOptions {
+            prefix: options.prefix.unwrap_or_default(),
+            tokens,
+            read_only: options.read_only.unwrap_or(defaults.read_only),
+            open_reads: options.open_reads.unwrap_or(defaults.open_reads),
+            show_payloads: options.show_payloads.unwrap_or(defaults.show_payloads),
+            ..defaults
+        };
+        let view = mcp_tasks_web::WebView::open(&url, options).await.map_err(|e| invalid(e.to_string()))?;
+        Ok(Self { view })
+    }
+
+    /// Answers one request: `target` is its path and query, `headers` its name-value pairs.
+    #[napi]
+    pub async fn handle(
+        &self,
+        method: String,
+        target: String,
+        headers: Vec<Vec<String>>,
+        body: Buffer,
+    ) -> napi::Result<WebAnswer> {
+        let mut request = http::Request::builder().method(method.as_str()).uri(target.as_str());
+        for pair in &headers {
+            if let [name, value] = pair.as_slice() {
+                request = request.header(name.as_str(), value.as_str());
+            }
+        }
+        let request =
+            request.body(bytes::Bytes::copy_from_slice(&body)).map_err(|e| invalid(format!("a bad request: {e}")))?;
+        let response = self.view.handle(request).await;
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+            .collect();
+        Ok(WebAnswer { status: u32::from(response.status().as_u16()), headers, body: response.body().to_vec().into() })
+    }
+}
+
+fn invalid(message: String) -> napi::Error {
+    napi::Error::new(napi::Status::InvalidArg, message)
+}
