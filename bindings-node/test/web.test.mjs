@@ -46,6 +46,11 @@ test("the web view lists, shows and guards a live TypeScript server's store", as
       const html = await list.text();
       assert.equal(html.split('<tr data-id="').length - 1, 2);
       assert.ok(html.includes(`data-id="${slow}"`));
+      // Live updates: a page that saw another state of the store hears of it at once.
+      assert.ok(html.includes('data-url="/tasks/changes"'));
+      const event = await fetch(`${view.base}/tasks/changes`, { headers: { "last-event-id": "an-older-state" } });
+      assert.equal(event.headers.get("content-type"), "text/event-stream");
+      assert.match(await event.text(), /^retry: 500\nid: \S+\nevent: change\n/);
       const working = await (await fetch(`${view.base}/tasks/?status=working`)).text();
       assert.equal(working.split('<tr data-id="').length - 1, 1);
       const detail = await (await fetch(`${view.base}/tasks/tasks/${quick}`)).text();

@@ -38,6 +38,12 @@ async def test_the_web_view_lists_shows_and_cancels_a_live_servers_tasks(tmp_pat
         assert page.text.count('<tr data-id="') == 2
         assert f'data-id="{running["taskId"]}"' in page.text
 
+        # Live updates: a page that saw another state of the store hears of it at once.
+        assert 'data-url="/tasks/changes"' in page.text
+        event = await http.get("/tasks/changes", headers={"last-event-id": "an-older-state"})
+        assert event.headers["content-type"] == "text/event-stream"
+        assert event.text.startswith("retry: 500\nid: ") and "\nevent: change\n" in event.text
+
         filtered = await http.get("/tasks/", params={"status": "completed"})
         assert filtered.text.count('<tr data-id="') == 1
 

@@ -6,6 +6,10 @@
 //! 2. the same tool followed through `subscriptions/listen` notifications instead;
 //! 3. a cancel that is acknowledged and stays cancelled after the work would have finished;
 //! 4. a client that did not declare the extension, which never receives a task handle.
+//!
+//! With `-- --keep-going` it then goes on calling the tool (a new report every second, one in five
+//! cancelled) for up to an hour, and prints the `mcp-tasks web` command that shows its store: open
+//! the page and watch the tasks move and their histories fill.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -204,4 +208,33 @@ async fn main() {
         refused["error"]["message"].as_str().unwrap_or("")
     );
     println!("\nDone: every task above is in {} and would survive a restart.", db.display());
+    if std::env::args().any(|a| a == "--keep-going") {
+        keep_going(&polling, &db).await;
+    }
+}
+
+/// Goes on calling `build_report` (one in five cancelled) for an hour, or until Ctrl-C.
+async fn keep_going(client: &Client, db: &std::path::Path) {
+    println!("\nStill running, a new report every second. In another terminal:");
+    println!("  cargo run -p mcp-tasks-cli -- web --store sqlite://{}", db.display());
+    println!("then open http://127.0.0.1:8765/ (Ctrl-C here ends the demo).");
+    let until = Instant::now() + Duration::from_secs(3600);
+    let mut n = 0u32;
+    let mut running = Vec::new();
+    while Instant::now() < until {
+        n += 1;
+        let quarter = format!("Q{}", n % 4 + 1);
+        if let Ok(Execution::Task(task)) = client.call_tool("build_report", json!({"quarter": quarter})).await {
+            if n.is_multiple_of(5) {
+                let _ = task.cancel(CancelMode::Observe);
+            }
+            running.push(task);
+        }
+        // The handles of finished tasks are let go; the tasks stay in the store.
+        running.retain(|task| !task.latest().task.status.is_terminal());
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
 }

@@ -120,6 +120,40 @@ async fn pages_and_counts(engine: &Engine, admin: &Admin) {
     drop(running);
 }
 
+/// Waits (at most 5 s) for `admin`'s change mark to move from `from`; returns where it went.
+async fn mark_moves(admin: &Admin, from: u64, what: &str) -> u64 {
+    for _ in 0..500 {
+        let now = admin.change_mark().await.unwrap();
+        if now != from {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the change mark did not move after {what}");
+}
+
+/// The mark the web view's live updates watch moves with a creation, a change by another
+/// process, and this admin's own cancel.
+async fn change_marks(engine: &Engine, admin: &Admin) {
+    let first = admin.change_mark().await.unwrap();
+    let (t, ctx) = engine.create_task("alice", "mark", TaskOptions::default()).await.unwrap();
+    let created = mark_moves(admin, first, "a creation").await;
+    ctx.set_status_message("half way").await.unwrap();
+    let changed = mark_moves(admin, created, "a change").await;
+    admin.cancel_as(&t.task.task_id, "ana").await.unwrap();
+    mark_moves(admin, changed, "the admin's own cancel").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_mark_moves_with_every_write_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with(dir.path().join("tasks.db"), mcp_tasks::store::Durability::Full).unwrap();
+    let engine = engine(Arc::new(store)).await;
+    let _sweeper = engine.spawn_sweeper();
+    let admin = Admin::open(&url(&dir)).await.unwrap().with_wait(Duration::from_secs(5));
+    change_marks(&engine, &admin).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_views_pages_and_counts_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
@@ -312,6 +346,15 @@ mod postgres {
         let w = worker(&url).await;
         let admin = Admin::open(&url).await.unwrap();
         pages_and_counts(&w, &admin).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+    async fn the_change_mark_moves_with_every_write_on_postgres() {
+        let url = common::pg_database().await;
+        let w = worker(&url).await;
+        let admin = Admin::open(&url).await.unwrap();
+        change_marks(&w, &admin).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,28 @@ pub struct Admin {
     wait: Duration,
     /// Who the operator is, as a cancel's history entry names them.
     operator: Option<String>,
+    /// Changes this admin made itself (a SQLite connection does not see its own writes in
+    /// `data_version`), for [`Admin::change_mark`].
+    own_writes: std::sync::atomic::AtomicU64,
+    /// PostgreSQL: the change feed [`Admin::change_mark`] counts, started at its first call.
+    #[cfg(feature = "postgres")]
+    feed: tokio::sync::Mutex<Option<Arc<Feed>>>,
+}
+
+/// A count of the PostgreSQL change feed's notifications, fed by a task of its own.
+#[cfg(feature = "postgres")]
+struct Feed {
+    count: Arc<std::sync::atomic::AtomicU64>,
+    /// False once the feed's connection ended: the next look starts another.
+    alive: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 enum Backend {
@@ -166,7 +188,7 @@ impl Admin {
             let admin = tokio::task::spawn_blocking(move || SqliteAdmin::open(path))
                 .await
                 .map_err(|e| StoreError::Backend(Box::new(e)))??;
-            return Ok(Self { backend: Backend::Sqlite(admin), wait, operator: None });
+            return Ok(Self::with_backend(Backend::Sqlite(admin), wait));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             #[cfg(feature = "postgres")]
@@ -175,7 +197,7 @@ impl Admin {
                     return Err(AdminError::NotAStore("the PostgreSQL database".to_owned()));
                 }
                 let store = Box::new(crate::store::PostgresStore::connect(url).await?);
-                return Ok(Self { backend: Backend::Postgres { store, url: url.to_owned() }, wait, operator: None });
+                return Ok(Self::with_backend(Backend::Postgres { store, url: url.to_owned() }, wait));
             }
             #[cfg(not(feature = "postgres"))]
             return Err(AdminError::InvalidUrl(format!("{url:?}: this build has no PostgreSQL support")));
@@ -186,6 +208,59 @@ impl Admin {
             ));
         }
         Err(AdminError::InvalidUrl(format!("{url:?}: use sqlite:///path/to/tasks.db or postgres://user@host/db")))
+    }
+
+    fn with_backend(backend: Backend, wait: Duration) -> Self {
+        Self {
+            backend,
+            wait,
+            operator: None,
+            own_writes: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(feature = "postgres")]
+            feed: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// A number that changes when any process creates, changes or deletes a task (and may change
+    /// for other writes to the store): what a view polls to know it should read again, at a cost
+    /// that does not grow with the store or its rate of changes. On SQLite it is the file's
+    /// `PRAGMA data_version` (one look at shared memory) plus this admin's own writes; on
+    /// PostgreSQL a count of the change feed's notifications, fed by a `LISTEN` connection
+    /// started at the first call (a task deleted by another process shows at the next change).
+    pub async fn change_mark(&self) -> Result<u64, AdminError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let own = self.own_writes.load(Relaxed);
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let version = s
+                    .blocking(|s| {
+                        let conn = s.conn.lock();
+                        conn.query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0)).map_err(|e| s.map_busy(e))
+                    })
+                    .await?;
+                Ok(u64::try_from(version).unwrap_or(0).wrapping_add(own.wrapping_mul(1 << 32)))
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { url, .. } => {
+                let mut slot = self.feed.lock().await;
+                let feed = match slot.as_ref() {
+                    Some(feed) if feed.alive.load(Relaxed) => Arc::clone(feed),
+                    _ => {
+                        // A new feed counts from where the last one stopped, plus one: what
+                        // happened while none listened is taken as a change.
+                        let base = slot.as_ref().map_or(0, |f| f.count.load(Relaxed) + 1);
+                        let feed = start_feed(url, base).await?;
+                        *slot = Some(Arc::clone(&feed));
+                        feed
+                    }
+                };
+                Ok(feed.count.load(Relaxed).wrapping_add(own.wrapping_mul(1 << 32)))
+            }
+        }
+    }
+
+    fn wrote(&self) {
+        self.own_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sets how long a cancel or purge queued for a live SQLite host waits for its outcome
@@ -329,6 +404,7 @@ impl Admin {
 
     async fn cancel_by(&self, id: &str, operator: Option<String>) -> Result<Applied, AdminError> {
         let action = AdminAction::Cancel { task_id: id.to_owned(), operator: operator.clone() };
+        self.wrote();
         match &self.backend {
             Backend::Sqlite(s) => s.apply(action, self.wait).await,
             #[cfg(feature = "postgres")]
@@ -342,6 +418,7 @@ impl Admin {
     /// `updated_before_ms` (Unix ms).
     pub async fn purge(&self, updated_before_ms: u64) -> Result<Applied, AdminError> {
         let action = AdminAction::Purge { updated_before_ms };
+        self.wrote();
         match &self.backend {
             Backend::Sqlite(s) => s.apply(action, self.wait).await,
             #[cfg(feature = "postgres")]
@@ -398,6 +475,26 @@ impl Admin {
             }
         }
     }
+}
+
+/// Starts counting the PostgreSQL change feed (changes and creations) from `base`.
+#[cfg(feature = "postgres")]
+async fn start_feed(url: &str, base: u64) -> Result<Arc<Feed>, AdminError> {
+    use futures::StreamExt as _;
+    use std::sync::atomic::Ordering::Relaxed;
+    let channels = [crate::store::postgres::CHANNEL, crate::store::postgres::CREATED_CHANNEL];
+    let ids = crate::store::postgres::listen_to(url, &channels).await?;
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(base));
+    let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (c, a) = (Arc::clone(&count), Arc::clone(&alive));
+    let task = tokio::spawn(async move {
+        let mut ids = std::pin::pin!(ids);
+        while let Some(Ok(_)) = ids.next().await {
+            c.fetch_add(1, Relaxed);
+        }
+        a.store(false, Relaxed);
+    });
+    Ok(Arc::new(Feed { count, alive, task }))
 }
 
 /// Cancels through the transition function with a compare-and-set, on a store nothing else

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod auth;
+mod live;
 mod pages;
 mod params;
 
@@ -103,6 +104,7 @@ pub struct WebView {
 struct Inner {
     admin: Admin,
     options: WebOptions,
+    live: live::Live,
 }
 
 impl std::fmt::Debug for WebView {
@@ -120,7 +122,7 @@ impl WebView {
     /// A view over the store `admin` operates.
     pub fn new(admin: Admin, mut options: WebOptions) -> Self {
         options.prefix = options.prefix.trim_end_matches('/').to_owned();
-        Self { inner: Arc::new(Inner { admin, options }) }
+        Self { inner: Arc::new(Inner { admin, options, live: live::Live::new() }) }
     }
 
     /// Opens the store at `url` (as `mcp-tasks` does) and makes a view over it.
@@ -160,12 +162,17 @@ impl WebView {
         let method = request.method().clone();
         match (method, rest.as_str()) {
             (Method::GET, "/assets/app.css") => pages::asset("text/css; charset=utf-8", pages::APP_CSS),
+            (Method::GET, "/assets/favicon.svg") => pages::asset("image/svg+xml", pages::FAVICON),
             (Method::GET, "/assets/app.js") => pages::asset("text/javascript; charset=utf-8", pages::APP_JS),
             (Method::GET, "/login") => pages::login(self, &request, None),
             (Method::POST, "/login") => auth::login(self, &request),
             (Method::POST, "/logout") => auth::logout(self, &request),
             (Method::GET | Method::HEAD, "/") => match self.reader(&request) {
                 Ok(viewer) => pages::list(self, &request, &viewer).await,
+                Err(refused) => *refused,
+            },
+            (Method::GET, "/changes") => match self.reader(&request) {
+                Ok(_) => live::changes(&self.inner, &request).await,
                 Err(refused) => *refused,
             },
             (Method::GET | Method::HEAD, rest) if rest.starts_with("/tasks/") && !rest[7..].contains('/') => {
@@ -207,6 +214,11 @@ impl WebView {
             return refuse(StatusCode::FORBIDDEN, "Refused: the request came from another site.");
         }
         Ok(viewer)
+    }
+
+    /// What the store looks like now, for a page to follow (see `live`).
+    async fn live_id(&self) -> Option<String> {
+        live::current(&self.inner).await
     }
 
     fn admin(&self) -> &Admin {

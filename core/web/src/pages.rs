@@ -14,6 +14,8 @@ use crate::params::{Filters, Params, show_time};
 
 /// The stylesheet, embedded.
 pub(crate) const APP_CSS: &str = include_str!("../assets/app.css");
+/// The icon, embedded (a page without one makes browsers ask for `/favicon.ico`).
+pub(crate) const FAVICON: &str = include_str!("../assets/favicon.svg");
 /// The script, embedded: progressive (select all, confirmations); every page works without it.
 pub(crate) const APP_JS: &str = include_str!("../assets/app.js");
 
@@ -26,6 +28,9 @@ struct Frame {
     /// Whether a login link makes sense (tokens exist, nobody signed in).
     can_login: bool,
     read_only: bool,
+    /// The store's change id the page shows, when the page follows changes (its script asks
+    /// `{prefix}/changes` with it).
+    live: Option<String>,
 }
 
 impl Frame {
@@ -38,7 +43,13 @@ impl Frame {
             can_login: operator.is_none() && !options.tokens.is_empty(),
             operator,
             read_only: options.read_only,
+            live: None,
         }
+    }
+
+    fn following(mut self, live: Option<String>) -> Self {
+        self.live = live;
+        self
     }
 }
 
@@ -199,6 +210,8 @@ fn now_ms() -> u64 {
 pub(crate) async fn list(view: &WebView, request: &Request<Bytes>, viewer: &Viewer) -> Response<Bytes> {
     let params = Params::parse(request.uri().query().unwrap_or_default().as_bytes());
     let filters = Filters::from_params(&params);
+    // Before the reads: a change after this shows as an event.
+    let live = view.live_id().await;
     let now = now_ms();
     let query = filters.query(viewer.principals.clone(), now);
     let overview = match view.admin().overview(&query).await {
@@ -226,7 +239,7 @@ pub(crate) async fn list(view: &WebView, request: &Request<Bytes>, viewer: &View
         .collect();
     let statuses = STATUSES.iter().map(|s| (s.as_str(), filters.statuses.contains(s))).collect();
     let page = ListPage {
-        frame: Frame::new(view, "Tasks", Some(viewer)),
+        frame: Frame::new(view, "Tasks", Some(viewer)).following(live),
         counts,
         expiring: expiring_within_hour,
         any_filter: filters.any(),
@@ -276,6 +289,7 @@ fn visible(viewer: &Viewer, task: &TaskRecord) -> bool {
 /// A task's detail and history.
 pub(crate) async fn detail(view: &WebView, request: &Request<Bytes>, viewer: &Viewer, id: &str) -> Response<Bytes> {
     let id = crate::params::decode(id);
+    let live = view.live_id().await;
     let task = match view.admin().show(&id).await {
         Ok(Some(task)) if visible(viewer, &task) => task,
         Ok(_) => return error(view, StatusCode::NOT_FOUND, "No such task."),
@@ -297,7 +311,8 @@ pub(crate) async fn detail(view: &WebView, request: &Request<Bytes>, viewer: &Vi
         })
         .flatten();
     let page = DetailPage {
-        frame: Frame::new(view, format!("Task {id}"), Some(viewer)),
+        frame: Frame::new(view, format!("Task {id}"), Some(viewer))
+            .following(live.filter(|_| !task.status.is_terminal())),
         task: task_view(view, &task, waiting_since),
         timeline: history.entries.iter().map(moment).collect(),
         dropped: history.dropped,

@@ -314,3 +314,45 @@ async fn the_axum_router_serves_the_same_bytes_under_its_prefix() {
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
     assert_eq!(bytes, direct.body());
 }
+
+/// The `data-since` a page follows the store from.
+fn since(html: &str) -> String {
+    html.split("data-since=\"").nth(1).expect("a live page").split('"').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_hears_of_a_change_through_one_event_and_resumes_from_its_last_id() {
+    let mut f = fixture().await;
+    let view = view(&f, options()).await;
+    let page = body(&view.handle(get("/tasks/")).await);
+    let id = since(&page);
+    assert!(page.contains(r#"data-url="/tasks/changes""#), "{page}");
+
+    // Held while nothing changes; answered with one event once a task completes.
+    let waiting = tokio::spawn({
+        let view = view.clone();
+        let id = id.clone();
+        async move { view.handle(get(&format!("/tasks/changes?since={id}"))).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(!waiting.is_finished(), "nothing changed yet, so nothing is said");
+    let work = f._running.remove(0);
+    work.complete(json!({"content": []})).await.unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await.unwrap().unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.headers()[header::CONTENT_TYPE], "text/event-stream");
+    let event = body(&answer);
+    let next = event.split("id: ").nth(1).unwrap().split('\n').next().unwrap().to_owned();
+    assert_ne!(next, id);
+    assert_eq!(event, format!("retry: 500\nid: {next}\nevent: change\ndata: {next}\n\n"));
+
+    // A browser back from an absence sends the last id it saw: it hears at once that it missed
+    // something; one that is up to date is held.
+    let mut resumed = get("/tasks/changes");
+    resumed.headers_mut().insert("last-event-id", id.parse().unwrap());
+    assert!(body(&view.handle(resumed).await).contains(&format!("id: {next}\n")));
+    let detail = body(&view.handle(get(&format!("/tasks/tasks/{}", f.ids[2]))).await);
+    assert!(!detail.contains("data-since"), "a finished task's page follows nothing");
+    let working = body(&view.handle(get(&format!("/tasks/tasks/{}", f.ids[3]))).await);
+    assert_eq!(since(&working), next);
+}

@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""The operator's web view in a real browser (headless Chromium over WebDriver).
+
+Against `mcp-tasks web` on a live store (tests/fixtures/src/bin/web-store.rs: tasks in every state
+under tool `fixed`, and `churn` tasks created and finished every 200 ms), it checks that:
+- the list loads with the store's counts (compared with `mcp-tasks stats` while the churn pauses);
+- a filter narrows the list, is in the URL, and survives a reload;
+- a `working` task turns `completed` on screen without a reload, on the list and on its page;
+- an operator signs in and cancels a task through its page: it ends `cancelled` in the store (with
+  the operator in its history) and on screen;
+- a form posted from another site is refused and changes nothing;
+- a read-only view shows no action;
+- the console shows no Content-Security-Policy violation (nor any other error).
+On failure it saves a screenshot into target/browser/. `--screenshots DIR` also writes the list and
+a task's page there (the operating guide's pictures).
+
+Run it through tests/browser/run (Debian's chromium, chromium-driver and python3-selenium).
+"""
+
+import argparse
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = ROOT / "target"
+SECRET = "browser-test-secret-0123456789"
+# Bounds: every wait below ends.
+WAIT_S = 15
+
+
+def free_port():
+    """A free loopback port below the ephemeral range."""
+    for port in range(21000, 32000, 7):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port below 32000")
+
+
+def wait_until_serving(url, process):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {WAIT_S} s")
+
+
+class Store:
+    """The web-store fixture: a live host process on a SQLite file."""
+
+    def __init__(self, binary, directory):
+        self.process = subprocess.Popen([binary, directory], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = json.loads(self.process.stdout.readline())
+        self.url = first["store"]
+        self.ids = first["ids"]
+
+    def say(self, command):
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().strip()
+
+    def stop(self):
+        if self.process.poll() is None:
+            try:
+                self.say("quit")
+                self.process.wait(timeout=10)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+
+
+def cli(*args):
+    return subprocess.run([str(TARGET / "debug" / "mcp-tasks"), *args], check=True, capture_output=True, text=True).stdout
+
+
+class Checks:
+    def __init__(self, driver, base, read_only_base, evil_base, store, shots):
+        self.driver = driver
+        self.base = base
+        self.read_only_base = read_only_base
+        self.evil_base = evil_base
+        self.store = store
+        self.shots = shots
+        self.console = []
+
+    def collect_console(self):
+        self.console.extend(self.driver.get_log("browser"))
+
+    def go(self, url):
+        self.collect_console()
+        self.driver.get(url)
+
+    def click(self, by, selector):
+        """Clicks, finding the element again if a live swap replaced it."""
+        for attempt in range(5):
+            try:
+                self.driver.find_element(by, selector).click()
+                return
+            except StaleElementReferenceException:
+                if attempt == 4:
+                    raise
+
+    def wait(self, condition, what):
+        try:
+            return WebDriverWait(self.driver, WAIT_S, poll_frequency=0.05).until(lambda d: condition())
+        except Exception as e:
+            raise AssertionError(f"waited {WAIT_S} s for {what}") from e
+
+    # Read in one script: the live page swaps its <main> under element references.
+    def rows(self):
+        return self.driver.execute_script(
+            "return Object.fromEntries(Array.from(document.querySelectorAll('#tasks tbody tr[data-id]'),"
+            " (r) => [r.dataset.id, r.dataset.status]))"
+        )
+
+    def counts(self):
+        return self.driver.execute_script(
+            "return Object.fromEntries(Array.from(document.querySelectorAll('#counts a.count'),"
+            " (a) => [a.dataset.status, Number(a.querySelector('.n').textContent)]))"
+        )
+
+    def text(self, selector):
+        return self.driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : null", selector
+        )
+
+    def texts(self, selector):
+        return self.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0]), (e) => e.textContent.trim())", selector
+        )
+
+    def store_status(self, task_id):
+        return json.loads(cli("show", task_id, "--store", self.store.url))
+
+    def counts_match_the_store(self):
+        assert self.store.say("pause") == "paused"
+        try:
+            self.go(self.base + "/")
+            shown = self.counts()
+            stats = json.loads(cli("stats", "--json", "--store", self.store.url))
+            expected = {s: 0 for s in ("working", "input_required", "completed", "failed", "cancelled")}
+            for row in stats:
+                expected[row["status"]] += row["count"]
+            shown.pop("expiring")
+            assert shown == expected, f"page {shown} != store {expected}"
+            assert expected["working"] == 3 and expected["cancelled"] == 1, expected
+        finally:
+            assert self.store.say("resume") == "resumed"
+        print(f"ok: the list shows the store's counts {shown}")
+
+    def a_filter_narrows_and_survives_a_reload(self):
+        self.go(self.base + "/")
+        form = self.driver.find_element(By.ID, "filters")
+        form.find_element(By.CSS_SELECTOR, 'input[name="status"][value="working"]').click()
+        tool = form.find_element(By.NAME, "tool")
+        tool.clear()
+        tool.send_keys("fixed")
+        form.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
+        self.wait(lambda: "tool=fixed" in self.driver.current_url, "the filter in the URL")
+        assert "status=working" in self.driver.current_url, self.driver.current_url
+        expected = set(self.store.ids["working"])
+        assert set(self.rows()) == expected, self.rows()
+        self.driver.refresh()
+        assert set(self.rows()) == expected, "after a reload"
+        assert self.driver.find_element(By.CSS_SELECTOR, 'input[name="status"][value="working"]').is_selected()
+        assert self.driver.find_element(By.NAME, "tool").get_attribute("value") == "fixed"
+        print(f"ok: a filter narrows the list to {len(expected)} tasks and survives a reload")
+
+    def a_working_task_completes_on_screen(self):
+        task = self.store.ids["working"][0]
+        self.go(self.base + "/?tool=fixed")
+        self.wait(lambda: self.text("#live-state") == "live", "the live switch")
+        assert self.rows()[task] == "working"
+        # A reload would drop this mark.
+        self.driver.execute_script("window.__notReloaded = true")
+        started = time.monotonic()
+        assert self.store.say(f"finish {task}") == "finished"
+        self.wait(lambda: self.rows().get(task) == "completed", "the task completed on the list")
+        took = time.monotonic() - started
+        assert self.driver.execute_script("return window.__notReloaded === true"), "the page reloaded"
+        print(f"ok: a working task turned completed on the list without a reload ({took:.2f} s)")
+
+        task = self.store.ids["working"][2]
+        self.go(f"{self.base}/tasks/{task}")
+        self.driver.execute_script("window.__notReloaded = true")
+        assert self.store.say(f"finish {task}") == "finished"
+        self.wait(lambda: self.text("#status") == "completed", "completed on its page")
+        assert self.driver.execute_script("return window.__notReloaded === true"), "the page reloaded"
+        events = self.texts("#timeline .event")
+        assert events[-2:] == ["result", "status"], events
+        self.wait(lambda: self.text("#live-state") == "ended", "the page to stop following")
+        print("ok: a task's page turned completed, its timeline grew, and it stopped following")
+
+    def an_operator_cancels_through_the_page(self):
+        task = self.store.ids["working"][1]
+        self.go(self.base + "/login")
+        self.driver.find_element(By.NAME, "token").send_keys(SECRET)
+        self.driver.find_element(By.CSS_SELECTOR, 'form button[type="submit"]').click()
+        self.wait(lambda: "signed in as" in (self.text("header") or ""), "the sign-in")
+        self.go(f"{self.base}/tasks/{task}")
+        self.click(By.ID, "cancel")
+        alert = self.wait(lambda: self.driver.switch_to.alert, "the confirmation")
+        alert.accept()
+        self.wait(lambda: self.text("#status") == "cancelled", "cancelled on screen")
+        stored = self.store_status(task)
+        assert stored["status"] == "cancelled", stored
+        by = [e for e in stored["history"] if e["event"] == "cancel_requested"]
+        assert by and by[0]["by"] == {"operator": "ana"}, stored["history"]
+        detail = self.texts("#timeline .detail")
+        assert "by operator ana" in detail, detail
+        print("ok: an operator cancelled a task through its page; the store and its history say so")
+
+    def a_cross_site_post_is_refused(self):
+        task = self.store.ids["input_required"][0]
+        self.go(f"{self.evil_base}/evil.html?target={task}")
+        self.wait(lambda: self.driver.current_url.startswith(self.base), "the cross-site post to land")
+        text = self.text("main")
+        assert "another site" in text or "Sign in" in text, text
+        assert self.store_status(task)["status"] == "input_required", "the post changed nothing"
+        print(f"ok: a form posted from another site was refused ({text.strip()!r})")
+
+    def read_only_shows_no_action(self):
+        task = self.store.ids["input_required"][0]
+        for url in (self.read_only_base + "/", f"{self.read_only_base}/tasks/{task}"):
+            self.go(url)
+            assert self.driver.find_elements(By.ID, "read-only"), "the read-only badge"
+            forms = self.driver.find_elements(By.CSS_SELECTOR, 'form[action$="/actions"], #cancel, input[name="action"]')
+            assert not forms, f"{url}: {len(forms)} action elements"
+        print("ok: the read-only view shows no action")
+
+    def screenshots(self):
+        if not self.shots:
+            return
+        self.shots.mkdir(parents=True, exist_ok=True)
+        self.driver.set_window_size(1280, 720)
+        self.go(self.base + "/")
+        self.wait(lambda: self.text("#live-state") == "live", "the live switch")
+        self.driver.save_screenshot(str(self.shots / "web-list.png"))
+        self.go(f"{self.base}/tasks/{self.store.ids['input_required'][0]}")
+        self.driver.save_screenshot(str(self.shots / "web-detail.png"))
+        print(f"ok: screenshots in {self.shots}")
+
+    def no_console_errors(self):
+        self.collect_console()
+        # The refusals above are pages answered 401/403: Chromium logs their status, which is the point.
+        bad = [
+            e for e in self.console
+            if e["level"] == "SEVERE" and "status of 40" not in e["message"]
+        ]
+        csp = [e for e in self.console if "Content Security Policy" in e["message"]]
+        assert not csp, f"CSP violations: {csp}"
+        assert not bad, f"console errors: {bad}"
+        print(f"ok: no CSP violation or error in the console ({len(self.console)} entries read)")
+
+
+def serve_evil(directory, target_base):
+    """Another site (localhost, not 127.0.0.1): a page whose form posts a cancel to the view."""
+    page = f"""<!doctype html><title>elsewhere</title>
+<form id="f" method="post" action="{target_base}/actions">
+<input name="action" value="cancel"><input name="id" id="target" value=""></form>
+<script>
+document.getElementById("target").value = new URLSearchParams(location.search).get("target");
+document.getElementById("f").submit();
+</script>"""
+    Path(directory, "evil.html").write_text(page)
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=directory, **k)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--screenshots", type=Path, help="also write the guide's screenshots here")
+    args = parser.parse_args()
+    for binary in ("mcp-tasks", "web-store"):
+        if not (TARGET / "debug" / binary).exists():
+            sys.exit(f"target/debug/{binary} is missing: cargo build --bins first")
+    out = TARGET / "browser"
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="mcp-tasks-browser-"))
+    processes = []
+    store = driver = evil = None
+    try:
+        store = Store(str(TARGET / "debug" / "web-store"), str(work))
+        (work / "tokens").write_text(f"ana:{SECRET}\n")
+        port, read_only_port = free_port(), None
+        web = subprocess.Popen([str(TARGET / "debug" / "mcp-tasks"), "web", "--store", store.url,
+                                "--listen", f"127.0.0.1:{port}", "--token-file", str(work / "tokens")])
+        processes.append(web)
+        wait_until_serving(f"http://127.0.0.1:{port}/", web)
+        read_only_port = free_port()
+        read_only = subprocess.Popen([str(TARGET / "debug" / "mcp-tasks"), "web", "--store", store.url,
+                                      "--listen", f"127.0.0.1:{read_only_port}", "--read-only"])
+        processes.append(read_only)
+        wait_until_serving(f"http://127.0.0.1:{read_only_port}/", read_only)
+        base = f"http://127.0.0.1:{port}"
+        evil = serve_evil(str(work), base)
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     f"--user-data-dir={work / 'profile'}", "--window-size=1400,900"):
+            options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        driver.set_page_load_timeout(WAIT_S)
+        checks = Checks(driver, base, f"http://127.0.0.1:{read_only_port}",
+                        f"http://localhost:{evil.server_address[1]}", store, args.screenshots)
+        try:
+            checks.counts_match_the_store()
+            checks.a_filter_narrows_and_survives_a_reload()
+            checks.read_only_shows_no_action()
+            checks.a_working_task_completes_on_screen()
+            checks.an_operator_cancels_through_the_page()
+            # Signed in now: the cookie (SameSite=Strict) and the site check both stand in the way.
+            checks.a_cross_site_post_is_refused()
+            checks.screenshots()
+            checks.no_console_errors()
+        except BaseException:
+            shot = out / "failure.png"
+            driver.save_screenshot(str(shot))
+            (out / "failure.html").write_text(driver.page_source)
+            traceback.print_exc()
+            sys.exit(f"FAILED: screenshot {shot}, page {out / 'failure.html'}, console {checks.console}")
+        print("browser: all checks passed")
+    finally:
+        if driver is not None:
+            driver.quit()
+        if evil is not None:
+            evil.shutdown()
+        for process in processes:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if store is not None:
+            store.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.pop("MCP_TASKS_STORE", None)
+    main()
