@@ -148,6 +148,9 @@ async fn a_store_that_skips_compare_and_set_or_history_is_caught() {
         async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
             self.0.purge_finished(now_ms, updated_before_ms, limit).await
         }
+        async fn purge_tasks(&self, ids: &[String]) -> Result<usize, StoreError> {
+            self.0.purge_tasks(ids).await
+        }
     }
 
     struct LaxUnderTest(bool);

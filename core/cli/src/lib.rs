@@ -89,11 +89,15 @@ enum Command {
         #[arg(long, default_value_t = 10.0)]
         wait: f64,
     },
-    /// Delete terminal tasks whose TTL ended or that last changed longer ago than an age.
+    /// Delete terminal tasks whose TTL ended or that last changed longer ago than an age, or the
+    /// named ones (finished ones only: a live task is left alone).
     Purge {
         /// Terminal tasks last changed longer ago than this go (30s, 15m, 2h, 7d).
-        #[arg(long, value_parser = parse_age)]
-        older_than: Duration,
+        #[arg(long, value_parser = parse_age, required_unless_present = "ids", conflicts_with = "ids")]
+        older_than: Option<Duration>,
+        /// These tasks go, when finished.
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
         /// How long to wait for a live host to apply it (SQLite), in seconds.
         #[arg(long, default_value_t = 10.0)]
         wait: f64,
@@ -269,9 +273,12 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
             let applied = admin.with_wait(wait(seconds)?).with_operator(operator).cancel(&id).await?;
             report(out, &id, applied)
         }
-        Command::Purge { older_than, wait: seconds } => {
-            let before = now_ms().saturating_sub(ms(older_than));
-            let applied = admin.with_wait(wait(seconds)?).purge(before).await?;
+        Command::Purge { older_than, ids, wait: seconds } => {
+            let admin = admin.with_wait(wait(seconds)?);
+            let applied = match older_than {
+                Some(age) => admin.purge(now_ms().saturating_sub(ms(age))).await?,
+                None => admin.purge_tasks(&ids).await?,
+            };
             report(out, "", applied)
         }
         Command::Tail { json, interval_ms } => {

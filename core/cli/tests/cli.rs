@@ -77,8 +77,11 @@ async fn list_show_stats_cancel_and_purge_print_what_they_did() {
     assert_eq!(unknown.status.code(), Some(1));
     assert!(stderr(&unknown).contains("no task nope"));
 
+    let named = cli(&url, &["purge", &done, "unknown-id"]);
+    assert_eq!(stdout(&named), "purged 1 tasks\n", "{}", stderr(&named));
+    assert_eq!(cli(&url, &["purge"]).status.code(), Some(2), "a purge names its tasks or an age");
     let purge = cli(&url, &["purge", "--older-than", "0s"]);
-    assert_eq!(stdout(&purge), "purged 2 tasks\n");
+    assert_eq!(stdout(&purge), "purged 1 tasks\n");
     assert_eq!(stdout(&cli(&url, &["list"])).lines().last(), Some("(no tasks)"));
 }
 

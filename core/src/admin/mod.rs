@@ -428,6 +428,21 @@ impl Admin {
         }
     }
 
+    /// Deletes those of `ids` that are terminal, with their histories (a live or unknown task is
+    /// left alone): the web view's purge of chosen tasks. On a SQLite file a live host owns it is
+    /// queued for that host, as a cancel is.
+    pub async fn purge_tasks(&self, ids: &[String]) -> Result<Applied, AdminError> {
+        let action = AdminAction::PurgeTasks { task_ids: ids.to_vec() };
+        self.wrote();
+        match &self.backend {
+            Backend::Sqlite(s) => s.apply(action, self.wait).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                Ok(Applied::Done(AdminOutcome::Purged { count: store.purge_tasks(ids).await? }))
+            }
+        }
+    }
+
     /// Follows the store: calls `each` with every task created or changed from now on (a task
     /// created and finished between two looks on SQLite shows once, in its last state) until
     /// `each` returns false. SQLite is looked at every `interval`; PostgreSQL pushes through its
@@ -772,6 +787,9 @@ impl SqliteAdmin {
             let outcome = match &action {
                 AdminAction::Cancel { task_id, operator } => direct_cancel(&store, task_id, operator.as_deref()).await,
                 AdminAction::Purge { updated_before_ms } => direct_purge(&store, *updated_before_ms).await,
+                AdminAction::PurgeTasks { task_ids } => {
+                    store.purge_tasks(task_ids).await.map(|count| AdminOutcome::Purged { count }).map_err(Into::into)
+                }
             };
             tokio::task::spawn_blocking(move || store.close()).await.map_err(|e| StoreError::Backend(Box::new(e)))?;
             return Ok(Applied::Done(outcome?));

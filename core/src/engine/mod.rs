@@ -1099,6 +1099,10 @@ impl Engine {
                     Err(e) => AdminOutcome::Failed { message: e.to_string() },
                 }
             }
+            AdminAction::PurgeTasks { task_ids } => match self.inner.store.purge_tasks(task_ids).await {
+                Ok(count) => AdminOutcome::Purged { count },
+                Err(e) => AdminOutcome::Failed { message: e.to_string() },
+            },
         }
     }
 

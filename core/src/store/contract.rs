@@ -174,6 +174,22 @@ async fn operator_purge_takes_terminal_tasks_only(store: Arc<dyn TaskStore>) -> 
     ensure(store.count().await.map_err(store_err)? == 2, || "an operator's purge deleted a live task".into())
 }
 
+async fn purging_named_tasks_takes_terminal_ones_only(store: Arc<dyn TaskStore>) -> Check {
+    // c-9a completes; c-9b is live; "c-9z" is unknown.
+    let a = record("c-9a", "alice", "w1", None);
+    store.insert(&Arc::new(a.clone())).await.map_err(store_err)?;
+    let (done, entries) = changed(&a, NOW + 1, TaskEvent::Complete(json!({"content": []})));
+    store.update(&done, a.version, &entries).await.map_err(store_err)?;
+    store.insert(&Arc::new(record("c-9b", "alice", "w1", None))).await.map_err(store_err)?;
+    let ids = ["c-9a", "c-9b", "c-9z"].map(str::to_owned);
+    let deleted = store.purge_tasks(&ids).await.map_err(store_err)?;
+    ensure(deleted == 1, || format!("a purge of one terminal, one live and one unknown task deleted {deleted}"))?;
+    ensure(store.get("c-9a").await.map_err(store_err)?.is_none(), || "the purged task is readable".into())?;
+    let history = store.history("c-9a").await.map_err(store_err)?;
+    ensure(history.entries.is_empty(), || format!("the purged task's history stayed: {history:?}"))?;
+    ensure(store.get("c-9b").await.map_err(store_err)?.is_some(), || "a purge of named tasks deleted a live one".into())
+}
+
 async fn insert_within_caps(store: Arc<dyn TaskStore>) -> Check {
     let quota = LiveQuota { per_principal: Some(1), total: Some(2) };
     store.insert_within(&Arc::new(record("c-6a", "alice", "w1", None)), quota).await.map_err(store_err)?;
@@ -382,6 +398,10 @@ pub async fn check(under_test: &dyn StoreUnderTest) -> Vec<String> {
     note(
         "operator_purge_takes_terminal_tasks_only",
         operator_purge_takes_terminal_tasks_only(under_test.fresh().await).await,
+    );
+    note(
+        "purging_named_tasks_takes_terminal_ones_only",
+        purging_named_tasks_takes_terminal_ones_only(under_test.fresh().await).await,
     );
     note("claims_take_each_waiting_task_once", claims_take_each_waiting_task_once(under_test.fresh().await).await);
     note("history_goes_with_its_change", history_goes_with_its_change(under_test.fresh().await).await);

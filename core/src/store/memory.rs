@@ -114,6 +114,18 @@ impl TaskStore for MemoryStore {
         Ok(self.tasks.read().len() as u64)
     }
 
+    async fn purge_tasks(&self, ids: &[String]) -> Result<usize, StoreError> {
+        let mut tasks = self.tasks.write();
+        let mut deleted = 0;
+        for id in ids {
+            if tasks.get(id.as_str()).is_some_and(|task| task.record.status.is_terminal()) {
+                tasks.remove(id.as_str());
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
     async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
         Ok(self.remove_where(limit, |t| {
             t.status.is_terminal()

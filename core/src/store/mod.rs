@@ -224,6 +224,11 @@ pub enum AdminAction {
         /// Unix ms: terminal tasks last changed at or before it go.
         updated_before_ms: u64,
     },
+    /// Delete the named tasks that are terminal (the web view's purge of chosen tasks).
+    PurgeTasks {
+        /// The tasks; a live or unknown one is left alone.
+        task_ids: Vec<String>,
+    },
 }
 
 /// How an [`AdminRequest`] ended.
@@ -358,6 +363,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// changed at or before `updated_before_ms` (an operator's purge); returns how many. Never
     /// touches a task that is still `working` or `input_required`. This default refuses.
     async fn purge_finished(&self, _now_ms: u64, _updated_before_ms: u64, _limit: usize) -> Result<usize, StoreError> {
+        Err(StoreError::Backend("this store does not support operator purges".into()))
+    }
+
+    /// Deletes those of `ids` that are terminal (an operator's purge of chosen tasks); returns
+    /// how many went. Never touches a task that is still `working` or `input_required`, nor an
+    /// unknown id. This default refuses.
+    async fn purge_tasks(&self, _ids: &[String]) -> Result<usize, StoreError> {
         Err(StoreError::Backend("this store does not support operator purges".into()))
     }
 

@@ -502,6 +502,19 @@ impl TaskStore for PostgresStore {
         Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
     }
 
+    async fn purge_tasks(&self, ids: &[String]) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        // The history's rows go with their task (ON DELETE CASCADE).
+        let statement = client
+            .prepare_cached(
+                "DELETE FROM mcp_tasks WHERE id = ANY($1) AND status IN ('completed', 'failed', 'cancelled')",
+            )
+            .await
+            .map_err(backend)?;
+        let deleted = client.execute(&statement, &[&ids]).await.map_err(backend)?;
+        Ok(usize::try_from(deleted).unwrap_or(usize::MAX))
+    }
+
     async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
         let client = self.client().await?;
         // The last change is only in the record's JSON: an operator's purge scans terminal

@@ -158,6 +158,8 @@ enum Write {
     Purge(u64, usize),
     /// An operator's purge: `(now_ms, updated_before_ms, limit)`.
     PurgeFinished(u64, u64, usize),
+    /// Deletes those of these tasks that are terminal.
+    PurgeTasks(Vec<String>),
     /// Reads up to this many pending operator requests (on the writer's connection, which sees
     /// what another process wrote; a reader's snapshot may predate it).
     AdminTake(usize),
@@ -214,7 +216,12 @@ impl Write {
     fn record(&self) -> Option<&Arc<TaskRecord>> {
         match self {
             Self::Insert(task) | Self::Update(task, _) => Some(task),
-            Self::Purge(..) | Self::PurgeFinished(..) | Self::AdminTake(_) | Self::AdminDone(..) | Self::Flush => None,
+            Self::Purge(..)
+            | Self::PurgeFinished(..)
+            | Self::PurgeTasks(_)
+            | Self::AdminTake(_)
+            | Self::AdminDone(..)
+            | Self::Flush => None,
         }
     }
 }
@@ -1554,6 +1561,18 @@ fn apply(
                 .map_err(backend)?;
             delete_ids(tx, &ids, redo)
         }
+        Write::PurgeTasks(ids) => {
+            let mut select = tx
+                .prepare_cached("SELECT 1 FROM tasks WHERE id = ?1 AND status IN ('completed', 'failed', 'cancelled')")
+                .map_err(backend)?;
+            let mut terminal = Vec::with_capacity(ids.len());
+            for id in ids {
+                if select.exists([id]).map_err(backend)? {
+                    terminal.push(id.clone());
+                }
+            }
+            delete_ids(tx, &terminal, redo)
+        }
         Write::AdminTake(limit) => {
             let mut select = tx
                 .prepare_cached("SELECT seq, request FROM admin_requests WHERE done_at IS NULL ORDER BY seq LIMIT ?1")
@@ -1660,6 +1679,14 @@ impl TaskStore for SqliteStore {
 
     async fn purge_finished(&self, now_ms: u64, updated_before_ms: u64, limit: usize) -> Result<usize, StoreError> {
         match self.write(Write::PurgeFinished(now_ms, updated_before_ms, limit)).await? {
+            Written::Purged(n) => Ok(n),
+            _ => unreachable!("a purge answers with a count"),
+        }
+    }
+
+    async fn purge_tasks(&self, ids: &[String]) -> Result<usize, StoreError> {
+        // Terminal tasks only: none is in the redo state's unfinished set.
+        match self.write(Write::PurgeTasks(ids.to_vec())).await? {
             Written::Purged(n) => Ok(n),
             _ => unreachable!("a purge answers with a count"),
         }

@@ -76,7 +76,6 @@ struct Row {
     message: String,
     created: String,
     updated: String,
-    live: bool,
 }
 
 /// One count of the list's header.
@@ -277,7 +276,6 @@ fn row(task: &TaskRecord) -> Row {
         message: task.status_message.clone().unwrap_or_default(),
         created: show_time(task.created_at_ms),
         updated: show_time(task.updated_at_ms),
-        live: !task.status.is_terminal(),
     }
 }
 
@@ -420,26 +418,51 @@ fn moment(entry: &HistoryEntry) -> Moment {
     Moment { at: show_time(entry.at_ms), event: event.to_owned(), detail }
 }
 
+/// What `POST /actions` does to the tasks it names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Cancel,
+    Purge,
+}
+
+impl Act {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Cancel => "cancel",
+            Self::Purge => "purge",
+        }
+    }
+
+    /// The statuses this action changes: a cancel ends live tasks, a purge deletes finished ones.
+    fn statuses(self) -> Vec<TaskStatus> {
+        match self {
+            Self::Cancel => vec![TaskStatus::Working, TaskStatus::InputRequired],
+            Self::Purge => vec![TaskStatus::Completed, TaskStatus::Failed, TaskStatus::Cancelled],
+        }
+    }
+}
+
 /// `POST /actions`: cancel or purge tasks by id, or every task matching a filter (its count
-/// shown first, then confirmed, at most the view's bulk limit).
+/// shown first, then confirmed, at most the view's bulk limit); or purge finished tasks by age.
 pub(crate) async fn act(view: &WebView, request: &Request<Bytes>, viewer: &Viewer) -> Response<Bytes> {
     let form = Params::parse(request.body());
     let admin = view.admin();
-    let operator = viewer.name.clone().unwrap_or_default();
     let back = form.get("back").filter(|b| b.starts_with('/') && !b.starts_with("//")).unwrap_or("/").to_owned();
-    match form.get("action") {
-        Some("cancel") => {}
-        Some("purge") => return purge(view, admin, &form, viewer).await,
+    let act = match form.get("action") {
+        Some("cancel") => Act::Cancel,
+        Some("purge") if form.get("older_than").is_some() => return purge_by_age(view, admin, &form, viewer).await,
+        Some("purge") => Act::Purge,
         _ => return error(view, StatusCode::BAD_REQUEST, "Unknown action: the form names cancel or purge."),
-    }
+    };
+    let limit = view.options().bulk_limit;
     let ids: Vec<String> = if form.get("matching").is_some() {
         let filters = Filters::from_params(&form);
-        let limit = view.options().bulk_limit;
         let mut query = filters.query(viewer.principals.clone(), now_ms());
-        // Only tasks a cancel changes.
-        query.statuses.retain(|s| !s.is_terminal());
+        // Only tasks this action changes.
+        let changed = act.statuses();
+        query.statuses.retain(|s| changed.contains(s));
         if query.statuses.is_empty() {
-            query.statuses = vec![TaskStatus::Working, TaskStatus::InputRequired];
+            query.statuses = changed;
         }
         query.after = None;
         let matching = match collect(admin, query, limit + 1).await {
@@ -452,7 +475,7 @@ pub(crate) async fn act(view: &WebView, request: &Request<Bytes>, viewer: &Viewe
                 StatusCode::OK,
                 &ConfirmPage {
                     frame: Frame::new(view, "Confirm", Some(viewer)),
-                    action: "cancel",
+                    action: act.verb(),
                     count: matching.len().min(limit),
                     capped: matching.len() > limit,
                     limit,
@@ -468,33 +491,76 @@ pub(crate) async fn act(view: &WebView, request: &Request<Bytes>, viewer: &Viewe
     if ids.is_empty() {
         return error(view, StatusCode::BAD_REQUEST, "No task was selected.");
     }
-    let mut lines = Vec::new();
-    for id in ids.iter().take(view.options().bulk_limit) {
-        let allowed = match admin.show(id).await {
-            Ok(Some(task)) => visible(viewer, &task),
-            Ok(None) => false,
-            Err(e) => return store_error(view, &e),
-        };
-        let line = if !allowed {
-            format!("{id}: no such task")
-        } else {
-            match admin.cancel_as(id, &operator).await {
-                Ok(Applied::Done(AdminOutcome::Cancelled)) => format!("{id}: cancelled"),
-                Ok(Applied::Done(AdminOutcome::AlreadyTerminal { status })) => {
-                    format!("{id}: already {}; unchanged", status.as_str())
-                }
-                Ok(Applied::Done(AdminOutcome::NotFound)) => format!("{id}: no such task"),
-                Ok(Applied::Done(other)) => format!("{id}: {other:?}"),
-                Ok(Applied::Queued { .. }) => format!("{id}: queued for the host that owns the store"),
-                Err(e) => format!("{id}: {e}"),
-            }
-        };
-        lines.push(line);
+    if ids.len() > limit {
+        let message = format!("At most {limit} tasks at once: {} were selected.", ids.len());
+        return error(view, StatusCode::BAD_REQUEST, &message);
     }
-    if ids.len() == 1 && form.get("matching").is_none() {
+    // A token limited to principals acts on its principals' tasks only; the others are unknown to it.
+    let mut lines = Vec::new();
+    let mut allowed = Vec::with_capacity(ids.len());
+    for id in &ids {
+        match admin.show(id).await {
+            Ok(Some(task)) if visible(viewer, &task) => allowed.push(task),
+            Ok(_) => lines.push(format!("{id}: no such task")),
+            Err(e) => return store_error(view, &e),
+        }
+    }
+    match act {
+        Act::Cancel => cancel_each(admin, viewer, &allowed, &mut lines).await,
+        Act::Purge => {
+            if let Err(e) = purge_each(admin, &allowed, &mut lines).await {
+                return store_error(view, &e);
+            }
+        }
+    }
+    if ids.len() == 1 && form.get("matching").is_none() && lines.iter().all(|l| !l.contains("no such task")) {
+        // One task from its page: back to where the operator was (the list after a purge).
+        let back = if act == Act::Purge && back.starts_with("/tasks/") { "/".to_owned() } else { back };
         return redirect(view, &back, None);
     }
     render(StatusCode::OK, &DonePage { frame: Frame::new(view, "Done", Some(viewer)), lines, back: view.href(&back) })
+}
+
+async fn cancel_each(admin: &mcp_tasks::admin::Admin, viewer: &Viewer, tasks: &[TaskRecord], lines: &mut Vec<String>) {
+    let operator = viewer.name.clone().unwrap_or_default();
+    for task in tasks {
+        let id = &task.id;
+        lines.push(match admin.cancel_as(id, &operator).await {
+            Ok(Applied::Done(AdminOutcome::Cancelled)) => format!("{id}: cancelled"),
+            Ok(Applied::Done(AdminOutcome::AlreadyTerminal { status })) => {
+                format!("{id}: already {}; unchanged", status.as_str())
+            }
+            Ok(Applied::Done(AdminOutcome::NotFound)) => format!("{id}: no such task"),
+            Ok(Applied::Done(other)) => format!("{id}: {other:?}"),
+            Ok(Applied::Queued { .. }) => format!("{id}: queued for the host that owns the store"),
+            Err(e) => format!("{id}: {e}"),
+        });
+    }
+}
+
+/// Deletes the finished ones of `tasks` in one request to the store (a live one is left alone,
+/// and said so).
+async fn purge_each(
+    admin: &mcp_tasks::admin::Admin,
+    tasks: &[TaskRecord],
+    lines: &mut Vec<String>,
+) -> Result<(), AdminError> {
+    let (finished, live): (Vec<&TaskRecord>, Vec<&TaskRecord>) = tasks.iter().partition(|t| t.status.is_terminal());
+    for task in live {
+        lines.push(format!("{}: still {}; a purge leaves unfinished tasks alone", task.id, task.status.as_str()));
+    }
+    if finished.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = finished.iter().map(|t| t.id.clone()).collect();
+    lines.push(match admin.purge_tasks(&ids).await? {
+        Applied::Done(AdminOutcome::Purged { count }) => {
+            format!("purged {count} finished task{}", if count == 1 { "" } else { "s" })
+        }
+        Applied::Done(other) => format!("{other:?}"),
+        Applied::Queued { .. } => "queued for the host that owns the store".to_owned(),
+    });
+    Ok(())
 }
 
 /// Ids of the tasks `query` selects, page by page, at most `most`.
@@ -545,9 +611,14 @@ fn strip(form: &Params, names: &[&str]) -> Vec<(String, String)> {
     pairs
 }
 
-/// `action=purge`: terminal tasks last changed more than `older_than` (30s, 15m, 2h, 7d) ago, as
-/// the CLI's purge.
-async fn purge(view: &WebView, admin: &mcp_tasks::admin::Admin, form: &Params, viewer: &Viewer) -> Response<Bytes> {
+/// `action=purge&older_than=`: terminal tasks last changed more than `older_than` (30s, 15m, 2h,
+/// 7d) ago, as the CLI's purge.
+async fn purge_by_age(
+    view: &WebView,
+    admin: &mcp_tasks::admin::Admin,
+    form: &Params,
+    viewer: &Viewer,
+) -> Response<Bytes> {
     if viewer.principals.is_some() {
         return error(view, StatusCode::FORBIDDEN, "A token limited to principals cannot purge the whole store.");
     }

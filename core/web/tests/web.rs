@@ -356,3 +356,42 @@ async fn a_page_hears_of_a_change_through_one_event_and_resumes_from_its_last_id
     let working = body(&view.handle(get(&format!("/tasks/tasks/{}", f.ids[3]))).await);
     assert_eq!(since(&working), next);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_take_one_task_a_selection_or_every_finished_task_matching_and_leave_live_ones() {
+    let f = fixture().await;
+    let view = view(&f, options()).await;
+    let (name, value) = bearer(SECRET);
+    let admin = Admin::open(&f.url).await.unwrap();
+    let (done, failed, working) = (f.ids[0].clone(), f.ids[1].clone(), f.ids[2].clone());
+
+    // A finished task's page offers a purge; a live one's does not.
+    let mut page = get(&format!("/tasks/tasks/{done}"));
+    page.headers_mut().insert(header::AUTHORIZATION, value.parse().unwrap());
+    assert!(body(&view.handle(page).await).contains(r#"id="purge""#));
+    let mut page = get(&format!("/tasks/tasks/{working}"));
+    page.headers_mut().insert(header::AUTHORIZATION, value.parse().unwrap());
+    let live = body(&view.handle(page).await);
+    assert!(live.contains(r#"id="cancel""#) && !live.contains(r#"id="purge""#));
+
+    // A selection: the finished task goes with its history, the live one stays and is named.
+    let form = format!("action=purge&id={done}&id={working}&back=/");
+    let answer = body(&view.handle(post("/tasks/actions", &form, &[(name, &value)])).await);
+    assert!(
+        answer.contains("purged 1 finished task<") && answer.contains(&format!("{working}: still working")),
+        "{answer}"
+    );
+    assert!(admin.show(&done).await.unwrap().is_none());
+    assert!(admin.history(&done).await.unwrap().entries.is_empty(), "its history went with it");
+    assert_eq!(admin.show(&working).await.unwrap().unwrap().status, TaskStatus::Working);
+
+    // Everything matching: counted first (finished tasks only), then confirmed.
+    let form = "action=purge&matching=1&principal=bob";
+    let confirm = body(&view.handle(post("/tasks/actions", form, &[(name, &value)])).await);
+    assert!(confirm.contains("This will purge <b>1</b> task."), "{confirm}");
+    assert!(admin.show(&failed).await.unwrap().is_some(), "nothing goes before the confirmation");
+    let done = body(&view.handle(post("/tasks/actions", &format!("{form}&confirm=1"), &[(name, &value)])).await);
+    assert!(done.contains("purged 1 finished task<"), "{done}");
+    assert!(admin.show(&failed).await.unwrap().is_none());
+    assert_eq!(admin.show(&f.ids[3]).await.unwrap().unwrap().status, TaskStatus::Working, "bob's live task stays");
+}
