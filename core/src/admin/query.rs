@@ -99,6 +99,11 @@ pub(crate) struct Dialect {
     pub text_field: fn(&str) -> String,
     /// A number field of the record's JSON.
     pub int_field: fn(&str) -> String,
+    /// The last change (Unix ms), written as the store's indexes write it (an expression index
+    /// serves only a query that spells the same expression).
+    pub updated: &'static str,
+    /// The task's tool.
+    pub tool: &'static str,
     /// The `n`th placeholder (from 1).
     pub placeholder: fn(usize) -> String,
 }
@@ -108,6 +113,8 @@ pub(crate) const SQLITE: Dialect = Dialect {
     table: "tasks",
     text_field: |f| format!("json_extract(CAST(body AS TEXT), '$.{f}')"),
     int_field: |f| format!("json_extract(CAST(body AS TEXT), '$.{f}')"),
+    updated: "json_extract(CAST(body AS TEXT), '$.updated_at_ms')",
+    tool: "json_extract(CAST(body AS TEXT), '$.tool')",
     placeholder: |n| format!("?{n}"),
 };
 
@@ -117,6 +124,9 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     table: "mcp_tasks",
     text_field: |f| format!("(convert_from(body, 'UTF8')::jsonb->>'{f}')"),
     int_field: |f| format!("(convert_from(body, 'UTF8')::jsonb->>'{f}')::bigint"),
+    updated: "mcp_tasks_updated_ms(body)",
+    // A column of its own (migration 6 filled it on rows older than migration 4).
+    tool: "tool",
     placeholder: |n| format!("${n}"),
 };
 
@@ -156,15 +166,13 @@ impl Sql {
 /// The page query: the tasks `query` selects, newest change first, one more than the limit
 /// (which tells whether a next page exists). Answers `id, body` rows.
 pub(crate) fn page(dialect: Dialect, query: &TaskQuery, now_ms: u64) -> Sql {
-    let updated = (dialect.int_field)("updated_at_ms");
+    let updated = dialect.updated;
     let mut sql = Sql::new(dialect, format!("SELECT id, body FROM {} WHERE 1 = 1", dialect.table));
     filter(&mut sql, query, now_ms);
     if let Some(after) = &query.after {
         let at = int(after.updated_ms);
-        sql.and(
-            &format!("({updated} < ? OR ({updated} = ? AND id < ?))"),
-            [Value::Int(at), Value::Int(at), Value::Text(after.id.clone())],
-        );
+        // A row value: both stores read it as one range of the (last change, id) index.
+        sql.and(&format!("({updated}, id) < (?, ?)"), [Value::Int(at), Value::Text(after.id.clone())]);
     }
     let limit = query.limit.clamp(1, MAX_PAGE) + 1;
     sql.text.push_str(&format!(" ORDER BY {updated} DESC, id DESC LIMIT {limit}"));
@@ -203,10 +211,10 @@ fn filter(sql: &mut Sql, query: &TaskQuery, now_ms: u64) {
         }
     }
     if let Some(tool) = &query.tool {
-        sql.and(&format!("{} = ?", (dialect.text_field)("tool")), [Value::Text(tool.clone())]);
+        sql.and(&format!("{} = ?", dialect.tool), [Value::Text(tool.clone())]);
     }
     let created = (dialect.int_field)("created_at_ms");
-    let updated = (dialect.int_field)("updated_at_ms");
+    let updated = dialect.updated;
     for (bound, clause) in [
         (query.created_from_ms, format!("{created} >= ?")),
         (query.created_until_ms, format!("{created} < ?")),

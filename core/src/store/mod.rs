@@ -102,9 +102,11 @@ pub async fn open(url: &str) -> Result<std::sync::Arc<dyn TaskStore>, StoreError
                 "durability=normal" => options.durability = Durability::Normal,
                 "history=on" => options.history = true,
                 "history=off" => options.history = false,
+                "view_indexes=on" => options.view_indexes = true,
+                "view_indexes=off" => options.view_indexes = false,
                 _ => {
                     return Err(StoreError::InvalidUrl(format!(
-                        "{url:?}: the options are durability=full|normal and history=on|off"
+                        "{url:?}: the options are durability=full|normal, history=on|off and view_indexes=on|off"
                     )));
                 }
             }

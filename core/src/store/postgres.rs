@@ -106,6 +106,23 @@ CREATE TABLE mcp_task_events_dropped (
     dropped BIGINT NOT NULL
 );
 ",
+    // The web view's list (`mcp_tasks::admin::query`): newest change first overall, within a
+    // status, within a principal. The last change is in the record's JSON only; an index needs
+    // an immutable expression and `convert_from` is only stable (its encoding is fixed here:
+    // the bodies are UTF-8), hence the function, which the queries call by the same name.
+    r"
+CREATE FUNCTION mcp_tasks_updated_ms(body BYTEA) RETURNS BIGINT LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT (convert_from(body, 'UTF8')::jsonb->>'updated_at_ms')::bigint $$;
+CREATE INDEX mcp_tasks_by_change ON mcp_tasks (mcp_tasks_updated_ms(body), id);
+CREATE INDEX mcp_tasks_by_status_change ON mcp_tasks (status, mcp_tasks_updated_ms(body), id);
+CREATE INDEX mcp_tasks_by_principal_change ON mcp_tasks (principal, mcp_tasks_updated_ms(body), id);
+-- The tool column (written at insert since the fourth migration) on older rows too, so the list
+-- filters on it: past the triggers that freeze terminal rows and announce changes, since this
+-- writes what the record already says.
+ALTER TABLE mcp_tasks DISABLE TRIGGER mcp_tasks_terminal_immutable, DISABLE TRIGGER mcp_tasks_changed;
+UPDATE mcp_tasks SET tool = convert_from(body, 'UTF8')::jsonb->>'tool' WHERE tool IS NULL;
+ALTER TABLE mcp_tasks ENABLE TRIGGER mcp_tasks_terminal_immutable, ENABLE TRIGGER mcp_tasks_changed;
+",
 ];
 
 /// The insert every create runs (plain and within a quota), with the history's first entry.

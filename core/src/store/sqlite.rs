@@ -89,13 +89,35 @@ pub struct SqliteOptions {
     /// `show` lists no history. For a host that wants every create as cheap as it can be
     /// (docs/BENCHMARKS.md measures what the history costs).
     pub history: bool,
+    /// Keep the indexes the web view's list reads (the default): its pages and counts then
+    /// read an index range instead of every row. Off, they are dropped (each costs every write
+    /// an index entry; docs/BENCHMARKS.md measures what), and the list scans.
+    pub view_indexes: bool,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        Self { durability: Durability::default(), history: true }
+        Self { durability: Durability::default(), history: true, view_indexes: true }
     }
 }
+
+/// The web view's indexes (`mcp_tasks::admin::query`): newest change first overall, within a
+/// status, within a principal. The last change is in the record's JSON only, so they index the
+/// same expression the queries order by (SQLite uses an expression index only for the same
+/// text).
+const VIEW_INDEXES: &str = r"
+CREATE INDEX IF NOT EXISTS tasks_by_change ON tasks(json_extract(CAST(body AS TEXT), '$.updated_at_ms'), id);
+CREATE INDEX IF NOT EXISTS tasks_by_status_change
+    ON tasks(status, json_extract(CAST(body AS TEXT), '$.updated_at_ms'), id);
+CREATE INDEX IF NOT EXISTS tasks_by_principal_change
+    ON tasks(principal, json_extract(CAST(body AS TEXT), '$.updated_at_ms'), id);
+";
+
+const NO_VIEW_INDEXES: &str = r"
+DROP INDEX IF EXISTS tasks_by_change;
+DROP INDEX IF EXISTS tasks_by_status_change;
+DROP INDEX IF EXISTS tasks_by_principal_change;
+";
 
 /// How hard a write works to survive failures before it returns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -905,7 +927,7 @@ impl SqliteStore {
 
     /// Opens the store at `path` with `options`.
     pub fn open_with_options(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
-        let SqliteOptions { durability, history } = options;
+        let SqliteOptions { durability, history, view_indexes } = options;
         let path = path.as_ref().to_path_buf();
         let lock_path = {
             let mut p = path.clone().into_os_string();
@@ -937,6 +959,8 @@ impl SqliteStore {
         writer_conn.pragma_update(None, "wal_autocheckpoint", 4_096).map_err(backend)?;
         writer_conn.execute_batch(SCHEMA).map_err(backend)?;
         add_history_columns(&writer_conn)?;
+        // On a file made before them, the first open builds them (a pass over every row).
+        writer_conn.execute_batch(if view_indexes { VIEW_INDEXES } else { NO_VIEW_INDEXES }).map_err(backend)?;
 
         // A redo log is replayed whatever the durability asked for now: it holds writes that
         // callers were told are stored.

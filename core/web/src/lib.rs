@@ -105,7 +105,20 @@ struct Inner {
     admin: Admin,
     options: WebOptions,
     live: live::Live,
+    /// The list's counts per principal scope, served up to a second old (see [`WebView::overview`]).
+    counts: std::sync::Mutex<std::collections::HashMap<Option<Vec<String>>, Counted>>,
 }
+
+/// Counts as last read, and whether a refresh is under way.
+struct Counted {
+    overview: mcp_tasks::admin::query::Overview,
+    at: std::time::Instant,
+    refreshing: bool,
+}
+
+/// How old the list's counts may be before a page asks for fresh ones (which the page after it
+/// shows: counting a million rows takes longer than a page should).
+const COUNTS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for WebView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,7 +135,7 @@ impl WebView {
     /// A view over the store `admin` operates.
     pub fn new(admin: Admin, mut options: WebOptions) -> Self {
         options.prefix = options.prefix.trim_end_matches('/').to_owned();
-        Self { inner: Arc::new(Inner { admin, options, live: live::Live::new() }) }
+        Self { inner: Arc::new(Inner { admin, options, live: live::Live::new(), counts: Default::default() }) }
     }
 
     /// Opens the store at `url` (as `mcp-tasks` does) and makes a view over it.
@@ -219,6 +232,51 @@ impl WebView {
     /// What the store looks like now, for a page to follow (see `live`).
     async fn live_id(&self) -> Option<String> {
         live::current(&self.inner).await
+    }
+
+    /// The counts a list page shows for `query`'s principal scope. Counting reads every row of
+    /// a status (150–350 ms over a million tasks), so a page shows counts read up to
+    /// `COUNTS_FRESH` ago; older ones are shown once more while a refresh runs in the background.
+    /// Only a scope's first page waits for its count.
+    async fn overview(
+        &self,
+        query: &mcp_tasks::admin::query::TaskQuery,
+    ) -> Result<mcp_tasks::admin::query::Overview, mcp_tasks::admin::AdminError> {
+        let key = query.principals.clone();
+        let scope = mcp_tasks::admin::query::TaskQuery { principals: key.clone(), ..Default::default() };
+        let stale = {
+            let mut counts = self.inner.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match counts.get_mut(&key) {
+                Some(counted) if counted.at.elapsed() < COUNTS_FRESH || counted.refreshing => {
+                    return Ok(counted.overview.clone());
+                }
+                Some(counted) => {
+                    counted.refreshing = true;
+                    Some(counted.overview.clone())
+                }
+                None => None,
+            }
+        };
+        let Some(stale) = stale else {
+            let overview = self.inner.admin.overview(&scope).await?;
+            let counted = Counted { overview: overview.clone(), at: std::time::Instant::now(), refreshing: false };
+            self.inner.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, counted);
+            return Ok(overview);
+        };
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let fresh = inner.admin.overview(&scope).await;
+            let mut counts = inner.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match (fresh, counts.get_mut(&key)) {
+                (Ok(overview), Some(counted)) => {
+                    *counted = Counted { overview, at: std::time::Instant::now(), refreshing: false };
+                }
+                // A store that failed: the next page tries again.
+                (_, Some(counted)) => counted.refreshing = false,
+                (_, None) => {}
+            }
+        });
+        Ok(stale)
     }
 
     fn admin(&self) -> &Admin {

@@ -213,7 +213,7 @@ pub(crate) async fn list(view: &WebView, request: &Request<Bytes>, viewer: &View
     let live = view.live_id().await;
     let now = now_ms();
     let query = filters.query(viewer.principals.clone(), now);
-    let overview = match view.admin().overview(&query).await {
+    let overview = match view.overview(&query).await {
         Ok(overview) => overview,
         Err(e) => return store_error(view, &e),
     };
