@@ -12,7 +12,8 @@ under tool `fixed`, and `churn` tasks created and finished every 200 ms), it che
 - a read-only view shows no action;
 - the console shows no Content-Security-Policy violation (nor any other error).
 On failure it saves a screenshot into target/browser/. `--screenshots DIR` also writes the list and
-a task's page there (the operating guide's pictures).
+a task's page there (the operating guide's pictures). `--churn N --measure K` runs the store at N churn tasks a
+second (three changes each) and times K completions from the store to the screen (docs/BENCHMARKS.md).
 
 Run it through tests/browser/run (Debian's chromium, chromium-driver and python3-selenium).
 """
@@ -74,8 +75,9 @@ def wait_until_serving(url, process):
 class Store:
     """The web-store fixture: a live host process on a SQLite file."""
 
-    def __init__(self, binary, directory):
-        self.process = subprocess.Popen([binary, directory], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, binary, directory, churn_per_s):
+        self.process = subprocess.Popen([binary, directory, "--churn-per-s", str(churn_per_s)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         first = json.loads(self.process.stdout.readline())
         self.url = first["store"]
         self.ids = first["ids"]
@@ -265,6 +267,22 @@ class Checks:
             assert not forms, f"{url}: {len(forms)} action elements"
         print("ok: the read-only view shows no action")
 
+    def on_screen_latency(self, samples):
+        """Time from a task's completion in the store to its row turning `completed` on screen."""
+        took = []
+        for _ in range(samples):
+            task = self.store.say("spawn")
+            self.go(self.base + "/?tool=fixed")
+            self.wait(lambda: self.rows().get(task) == "working", "the spawned task on the list")
+            self.wait(lambda: self.text("#live-state") == "live", "the live switch")
+            started = time.monotonic()
+            assert self.store.say(f"finish {task}") == "finished"
+            self.wait(lambda: self.rows().get(task) == "completed", "the completion on screen")
+            took.append(time.monotonic() - started)
+        took.sort()
+        print(f"on screen after completion, {samples} samples: median {took[len(took) // 2]:.2f} s, "
+              f"max {took[-1]:.2f} s")
+
     def screenshots(self):
         if not self.shots:
             return
@@ -316,6 +334,8 @@ document.getElementById("f").submit();
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--screenshots", type=Path, help="also write the guide's screenshots here")
+    parser.add_argument("--churn", type=int, default=5, help="churn tasks created a second (three changes each)")
+    parser.add_argument("--measure", type=int, default=0, help="also time this many completions to the screen")
     args = parser.parse_args()
     for binary in ("mcp-tasks", "web-store"):
         if not (TARGET / "debug" / binary).exists():
@@ -326,7 +346,7 @@ def main():
     processes = []
     store = driver = evil = None
     try:
-        store = Store(str(TARGET / "debug" / "web-store"), str(work))
+        store = Store(str(TARGET / "debug" / "web-store"), str(work), args.churn)
         (work / "tokens").write_text(f"ana:{SECRET}\n")
         port, read_only_port = free_port(), None
         web = subprocess.Popen([str(TARGET / "debug" / "mcp-tasks"), "web", "--store", store.url,
@@ -360,6 +380,8 @@ def main():
             checks.an_operator_cancels_through_the_page()
             # Signed in now: the cookie (SameSite=Strict) and the site check both stand in the way.
             checks.a_cross_site_post_is_refused()
+            if args.measure:
+                checks.on_screen_latency(args.measure)
             checks.screenshots()
             checks.no_console_errors()
         except BaseException:
