@@ -8,11 +8,12 @@
 //! same bytes as every other server of this project, and everything else reaches rmcp as the
 //! client sent it. A task's tool runs through rmcp's own handler, in a stateless 2026-07-28
 //! `tools/call` core makes from the stored call (without the tasks extension declared, so the
-//! handler runs the tool rather than making an in-memory task of it); the tool finds its task
-//! with [`TaskRun::of`].
+//! handler runs the tool rather than making an in-memory task of it), handed to the handler's
+//! `call_tool` directly; the tool finds its task with [`TaskRun::of`].
 
 use std::sync::Arc;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use mcp_tasks::Engine;
 use mcp_tasks::host::{Delegate, Host, HostBuilder, PrepareFn, Prepared, RunContext, Tool, ToolCall};
@@ -124,12 +125,12 @@ impl<S: ServerHandler + Send + 'static> DurableServer<S> {
 }
 
 /// rmcp's Streamable HTTP service as the server behind a core host.
-struct RmcpDelegate<S> {
+struct RmcpDelegate<S: ServerHandler> {
     factory: Factory<S>,
     /// The traffic rmcp serves, under the caller's configuration.
     public: Serve,
-    /// The service the exchanges go through, started at the first (inside the runtime).
-    exchanges: parking_lot::Mutex<Option<Arc<Exchanges>>>,
+    /// The handler the exchanges call, started at the first (inside the runtime).
+    exchanges: parking_lot::Mutex<Option<Arc<Exchanges<S>>>>,
 }
 
 fn serving<S, M>(service: StreamableHttpService<S, M>) -> Serve
@@ -162,10 +163,10 @@ impl<S: ServerHandler + Send + 'static> RmcpDelegate<S> {
         Self { factory, public, exchanges: parking_lot::Mutex::new(None) }
     }
 
-    /// The exchanges' service, started now if none runs (or the last one ended).
-    fn exchanges(&self) -> Result<Arc<Exchanges>, std::io::Error> {
+    /// The exchanges' handler, started now if none runs (or the last one's service ended).
+    fn exchanges(&self) -> Result<Arc<Exchanges<S>>, std::io::Error> {
         let mut slot = self.exchanges.lock();
-        if let Some(running) = slot.as_ref().filter(|e| !e.incoming.is_closed()) {
+        if let Some(running) = slot.as_ref().filter(|e| !e.service.peer().is_transport_closed()) {
             return Ok(Arc::clone(running));
         }
         let started = Arc::new(Exchanges::start(&self.factory)?);
@@ -174,88 +175,129 @@ impl<S: ServerHandler + Send + 'static> RmcpDelegate<S> {
     }
 }
 
-/// The `tools/call` of an exchange as rmcp's typed request. Its params are read as the plain
-/// struct they are: reading the whole message as a `ClientJsonRpcMessage` goes through serde's
+/// The `tools/call` of an exchange as rmcp's typed params. They are read as the plain struct
+/// they are: reading the whole message as a `ClientJsonRpcMessage` goes through serde's
 /// buffering of untagged and flattened enums, which took a tenth of a task's CPU under load.
-fn read_exchange(body: &[u8]) -> Result<rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>, serde_json::Error> {
-    use rmcp::model::{CallToolRequestParams, ClientRequest, JsonRpcRequest, NumberOrString, Request};
+fn read_exchange(body: &[u8]) -> Result<rmcp::model::CallToolRequestParams, serde_json::Error> {
     let mut message: serde_json::Value = serde_json::from_slice(body)?;
-    let params: CallToolRequestParams = serde_json::from_value(message["params"].take())?;
-    // Core numbers an exchange's rounds; the id goes no further than this process.
-    let id = message["id"].as_i64().map_or(NumberOrString::Number(1), NumberOrString::Number);
-    Ok(JsonRpcRequest::new(id, ClientRequest::CallToolRequest(Request::new(params))))
+    serde_json::from_value(message["params"].take())
 }
 
-/// The one rmcp service every exchange of a host goes through: a handler from the factory,
-/// served by rmcp (`serve_directly`, as its stateless HTTP path serves one request) over a
-/// transport of this crate that stays open. A `tools/call` core made and checked goes to it as a
-/// message, without HTTP framing, header checks or JSON text in between, and its answer comes
-/// back by request id. One service, not one per exchange: a service holds its channels (tens of
-/// KB) for as long as its tool runs, which for a task is the whole task.
-struct Exchanges {
-    incoming: tokio::sync::mpsc::UnboundedSender<rmcp::model::ClientJsonRpcMessage>,
-    waiting: Waiting,
+/// The handler every exchange of a host calls, one from the factory, inside an rmcp service
+/// (`serve_directly`, as rmcp's stateless HTTP path serves a request) that gives its calls a
+/// [`Peer`](rmcp::Peer). A `tools/call` core made and checked goes to the handler's `call_tool`
+/// with a `RequestContext` of its own, as rmcp's service loop would make it, but without the
+/// loop: rmcp spawns one future per request sized for every request kind it routes (~8 KB), and
+/// a task's call is in flight for the task's whole life. Nothing else goes through the service:
+/// what a tool asks of its peer is refused by its transport ([`ExchangeTransport`]).
+struct Exchanges<S: ServerHandler> {
+    service: rmcp::service::RunningService<RoleServer, S>,
     next_id: std::sync::atomic::AtomicI64,
-    /// Stops the service when the host is dropped.
-    _stop: tokio_util::sync::DropGuard,
 }
 
-type Waiting = Arc<parking_lot::Mutex<std::collections::HashMap<i64, tokio::sync::oneshot::Sender<Vec<u8>>>>>;
-
-impl Exchanges {
-    fn start<S: ServerHandler + Send + 'static>(factory: &Factory<S>) -> Result<Self, std::io::Error> {
+impl<S: ServerHandler + Send + 'static> Exchanges<S> {
+    fn start(factory: &Factory<S>) -> Result<Self, std::io::Error> {
         let handler = factory()?;
         let (incoming, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let waiting: Waiting = Arc::default();
-        let transport = ExchangeTransport { receiver, waiting: Arc::clone(&waiting), incoming: incoming.clone() };
-        let stop = tokio_util::sync::CancellationToken::new();
+        let transport = ExchangeTransport { receiver, incoming };
         let peer = rmcp::model::InitializeRequestParams::new(Default::default(), Default::default())
             .with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
-        let service = rmcp::service::serve_directly_with_ct(Unpanicking(handler), transport, Some(peer), stop.clone());
-        tokio::spawn(async move {
-            let _ = service.waiting().await;
-        });
-        Ok(Self { incoming, waiting, next_id: std::sync::atomic::AtomicI64::new(1), _stop: stop.drop_guard() })
+        // Dropped with the host's delegate, the service stops (its drop guard).
+        let service = rmcp::service::serve_directly_with_ct(
+            handler,
+            transport,
+            Some(peer),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        Ok(Self { service, next_id: std::sync::atomic::AtomicI64::new(1) })
     }
 
-    /// Runs one exchange: its answer as JSON-RPC bytes, or `None` when the service is gone.
-    async fn run(&self, mut request: rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>) -> Option<Vec<u8>> {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        request.id = rmcp::model::NumberOrString::Number(id);
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        self.waiting.lock().insert(id, answer);
-        // A dropped exchange (its task cancelled) leaves no waiter behind; the handler stops on
-        // the task's cancellation (`Unpanicking`).
-        let forget = Forget { waiting: &self.waiting, id };
-        if self.incoming.send(rmcp::model::ClientJsonRpcMessage::Request(request)).is_err() {
-            return None;
+    /// One exchange, made ready now: the handler's answer as the JSON-RPC bytes rmcp's service
+    /// would send. The returned future holds the handler's `call_tool` future and a few pointers:
+    /// a task holds it for its whole life, so the call's params and context are made here and
+    /// reach it boxed, not as values it would keep room for after they moved into the handler.
+    fn call(
+        self: Arc<Self>,
+        mut params: rmcp::model::CallToolRequestParams,
+        parts: http::request::Parts,
+    ) -> BoxFuture<'static, axum::response::Response> {
+        use rmcp::model::NumberOrString;
+        let id = NumberOrString::Number(self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let mut context = RequestContext::new(id.clone(), self.service.peer().clone());
+        // Where rmcp's service loop puts it: the request's `_meta` in the context.
+        if let Some(meta) = params.meta.take() {
+            context.meta = meta;
         }
-        let answer = answered.await.ok();
-        drop(forget);
-        answer
+        // The task's context in the context's extensions ([`TaskRun::of`]), and its cancellation
+        // as the context's `ct`, for a tool that watches it as rmcp's tools do.
+        let run = parts.extensions.get::<RunContext>().cloned();
+        let cancelled = run.as_ref().filter(|run| run.task_id().is_some()).map(RunContext::cancellation);
+        if let Some(cancelled) = &cancelled {
+            context.ct = cancelled.child_token();
+        }
+        if let Some(run) = run {
+            context.extensions.insert(run);
+        }
+        // The HTTP parts where rmcp's HTTP path puts them, for a tool that extracts them, but
+        // without headers: those of an exchange are core's own (a task keeps none of its
+        // client's, and may run in another process), and rmcp copies a tool's context whole for
+        // each extractor, a header map with it.
+        let (mut http, ()) = http::Request::new(()).into_parts();
+        http.method = parts.method;
+        http.uri = parts.uri;
+        http.version = parts.version;
+        context.extensions.insert(http);
+        let job = Box::new((params, context));
+        Box::pin(async move {
+            use rmcp::model::{CallToolResponse, ServerJsonRpcMessage, ServerResult};
+            let (params, context) = {
+                let job = job;
+                *job
+            };
+            // A panic in the tool is answered as the server fault (-32603) it is, so the task
+            // fails rather than waits forever; a cancelled (or expired) task drops its tool's
+            // run, as core's host drops its own tools' runs.
+            let run = std::panic::AssertUnwindSafe(self.service.service().call_tool(params, context)).catch_unwind();
+            let outcome = match &cancelled {
+                Some(cancelled) => tokio::select! {
+                    outcome = run => Some(outcome),
+                    () = cancelled.cancelled() => None,
+                },
+                None => Some(run.await),
+            };
+            let outcome = match outcome {
+                None => Err(ErrorData::internal_error("the task was cancelled", None)),
+                Some(Ok(answer)) => answer,
+                Some(Err(panic)) => {
+                    let message = mcp_tasks::host::panic_message(panic.as_ref());
+                    Err(ErrorData::internal_error(format!("tool panicked: {message}"), None))
+                }
+            };
+            let message = match outcome {
+                // SEP-2663: no task handle to a call that did not declare the extension, which
+                // core's exchange never does. The handler made an in-memory task of its own anyway.
+                Ok(CallToolResponse::Task(_)) => ServerJsonRpcMessage::error(
+                    ErrorData::internal_error("the rmcp tool answered a task's run with a task of its own", None),
+                    Some(id),
+                ),
+                Ok(response) => ServerJsonRpcMessage::response(ServerResult::from(response), id),
+                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            };
+            json_response(
+                serde_json::to_vec(&message)
+                    .unwrap_or_else(|e| failure(format!("rmcp's answer does not serialize: {e}"))),
+            )
+        })
     }
 }
 
-/// Removes an exchange's waiter when the exchange ends, answered or dropped.
-struct Forget<'a> {
-    waiting: &'a Waiting,
-    id: i64,
-}
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        self.waiting.lock().remove(&self.id);
-    }
-}
-
-/// The transport of [`Exchanges`]: requests in from core's exchanges, answers out to whoever
-/// waits for their id. The handler's notifications are the exchange's, not the task's, and are
-/// dropped; a request it makes of the client (sampling, elicitation outside a task's input) is
-/// refused at once, since no client is at the other end.
+/// The transport of [`Exchanges`]' service. Requests reach the handler without it; what comes
+/// out is the handler's own traffic with its peer. Its notifications are the exchange's, not the
+/// task's, and are dropped; a request it makes of the client (sampling, elicitation outside a
+/// task's input) is refused at once, since no client is at the other end.
 struct ExchangeTransport {
     receiver: tokio::sync::mpsc::UnboundedReceiver<rmcp::model::ClientJsonRpcMessage>,
     incoming: tokio::sync::mpsc::UnboundedSender<rmcp::model::ClientJsonRpcMessage>,
-    waiting: Waiting,
 }
 
 impl rmcp::transport::Transport<RoleServer> for ExchangeTransport {
@@ -265,26 +307,14 @@ impl rmcp::transport::Transport<RoleServer> for ExchangeTransport {
         &mut self,
         item: rmcp::model::ServerJsonRpcMessage,
     ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
-        use rmcp::model::{ClientJsonRpcMessage, ErrorCode, NumberOrString, ServerJsonRpcMessage};
-        let id = match &item {
-            ServerJsonRpcMessage::Response(response) => Some(&response.id),
-            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
-            ServerJsonRpcMessage::Request(request) => {
-                let refusal = ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    "a tool run as a task reaches its client through the task's input, not requests of its own",
-                    None,
-                );
-                let _ = self.incoming.send(ClientJsonRpcMessage::error(refusal, Some(request.id.clone())));
-                None
-            }
-            _ => None,
-        };
-        if let Some(NumberOrString::Number(id)) = id
-            && let Some(waiter) = self.waiting.lock().remove(id)
-        {
-            let bytes = serde_json::to_vec(&item).unwrap_or_default();
-            let _ = waiter.send(bytes);
+        use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
+        if let ServerJsonRpcMessage::Request(request) = &item {
+            let refusal = ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "a tool run as a task reaches its client through the task's input, not requests of its own",
+                None,
+            );
+            let _ = self.incoming.send(ClientJsonRpcMessage::error(refusal, Some(request.id.clone())));
         }
         std::future::ready(Ok(()))
     }
@@ -310,34 +340,19 @@ impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
     }
 
     fn exchange(&self, request: http::Request<axum::body::Body>) -> BoxFuture<'static, axum::response::Response> {
-        use rmcp::model::GetExtensions;
         let exchanges = self.exchanges();
-        Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            // Core's exchange body is in memory already: this takes it, it does not wait. It is
-            // read and dropped before the exchange waits (for the task's whole life).
-            let call = match axum::body::to_bytes(body, usize::MAX).await {
-                Ok(bytes) => read_exchange(&bytes),
-                Err(e) => Err(serde::de::Error::custom(e)),
-            };
-            let answer = match (exchanges, call) {
-                (Err(e), _) => failure(format!("the server factory failed: {e}")),
-                (_, Err(e)) => failure(format!("rmcp cannot read the exchange: {e}")),
-                (Ok(exchanges), Ok(mut call)) => {
-                    // The HTTP parts, with the task's context, where rmcp's HTTP path puts them.
-                    call.request.extensions_mut().insert(parts);
-                    match exchanges.run(call).await {
-                        Some(answer) => answer,
-                        None => failure("rmcp's service ended".to_owned()),
-                    }
-                }
-            };
-            let mut response = axum::response::Response::new(axum::body::Body::from(answer));
-            response
-                .headers_mut()
-                .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-            response
-        })
+        let (parts, body) = request.into_parts();
+        // Core's exchange body is in memory already: it is read now, not in the future a task
+        // holds for its whole life (which then keeps only what the handler's run needs).
+        let mut reading = Box::pin(axum::body::to_bytes(body, usize::MAX));
+        let Some(read) = reading.as_mut().now_or_never() else {
+            return Box::pin(async move {
+                let call = reading.await.map_err(serde::de::Error::custom).and_then(|bytes| read_exchange(&bytes));
+                answered(exchanges, call, parts).await
+            });
+        };
+        let call = read.map_err(serde::de::Error::custom).and_then(|bytes| read_exchange(&bytes));
+        answered(exchanges, call, parts)
     }
 
     fn serves_tool(&self, name: &str) -> bool {
@@ -347,51 +362,26 @@ impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
     }
 }
 
-/// The handler the exchanges run: the rmcp server's, with a panic in `call_tool` answered as the
-/// server-fault error (-32603) it is, so the task fails rather than waits forever. An exchange is
-/// a `tools/call` only, so only what serving one reads is forwarded.
-#[derive(Clone)]
-struct Unpanicking<S>(S);
+/// The HTTP answer to an exchange: the handler's JSON-RPC answer, or a -32603 error when the
+/// exchange could not be run.
+fn answered<S: ServerHandler + Send + 'static>(
+    exchanges: Result<Arc<Exchanges<S>>, std::io::Error>,
+    call: Result<rmcp::model::CallToolRequestParams, serde_json::Error>,
+    parts: http::request::Parts,
+) -> BoxFuture<'static, axum::response::Response> {
+    let refusal = match (exchanges, call) {
+        (Ok(exchanges), Ok(call)) => return exchanges.call(call, parts),
+        (Err(e), _) => format!("the server factory failed: {e}"),
+        (_, Err(e)) => format!("rmcp cannot read the exchange: {e}"),
+    };
+    futures::future::ready(json_response(failure(refusal))).boxed()
+}
 
-impl<S: ServerHandler> ServerHandler for Unpanicking<S> {
-    async fn call_tool(
-        &self,
-        request: rmcp::model::CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
-        use futures::FutureExt;
-        // A cancelled (or expired) task drops its tool's run, as core's host does.
-        let cancelled = TaskRun::of(&context).map(|task| task.ctx.cancellation());
-        let run = std::panic::AssertUnwindSafe(self.0.call_tool(request, context)).catch_unwind();
-        let run = async move {
-            match cancelled {
-                Some(cancelled) => tokio::select! {
-                    outcome = run => Some(outcome),
-                    () = cancelled.cancelled() => None,
-                },
-                None => Some(run.await),
-            }
-        };
-        let Some(outcome) = run.await else {
-            return Err(ErrorData::internal_error("the task was cancelled", None));
-        };
-        outcome.unwrap_or_else(|panic| {
-            let message = mcp_tasks::host::panic_message(panic.as_ref());
-            Err(ErrorData::internal_error(format!("tool panicked: {message}"), None))
-        })
-    }
-
-    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.0.get_tool(name)
-    }
-
-    fn get_info(&self) -> rmcp::model::ServerConfig {
-        self.0.get_info()
-    }
-
-    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
-        self.0.supported_protocol_versions()
-    }
+/// A JSON answer's HTTP response.
+fn json_response(body: Vec<u8>) -> axum::response::Response {
+    let mut response = axum::response::Response::new(axum::body::Body::from(body));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
 }
 
 /// The durable task a tool call runs in, when core runs it as one: what rmcp's
@@ -404,8 +394,7 @@ pub struct TaskRun {
 impl TaskRun {
     /// The task of the call `context` belongs to; `None` for a synchronous call.
     pub fn of(context: &RequestContext<RoleServer>) -> Option<Self> {
-        let parts = context.extensions.get::<http::request::Parts>()?;
-        let ctx = parts.extensions.get::<RunContext>()?;
+        let ctx = context.extensions.get::<RunContext>()?;
         ctx.task_id().is_some().then(|| Self { ctx: ctx.clone() })
     }
 

@@ -1,7 +1,8 @@
 //! An rmcp server behind [`DurableServer`], followed by an rmcp client through [`RmcpTransport`]:
 //! a task created durably and run through rmcp's handler, its status message, the tool's own MRTR
-//! round turned into the task's input, a cancel that reaches the tool, a panic that fails the
-//! task, a synchronous call and an unknown tool left to rmcp's tools.
+//! round turned into the task's input, a cancel that reaches the tool (its run dropped, its
+//! `context.ct` cancelled), a panic that fails the task, a synchronous call and an unknown tool
+//! left to rmcp's tools.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +41,8 @@ struct Tools {
     tool_router: ToolRouter<Self>,
     /// Set when `slow`'s run was stopped by its task's cancel.
     saw_cancel: Arc<AtomicBool>,
+    /// Set when the work `handed_off` spawned saw its `context.ct` cancelled (at the end of its run).
+    ct_cancelled: Arc<AtomicBool>,
 }
 
 fn text(text: impl Into<String>) -> CallToolResult {
@@ -80,6 +83,23 @@ impl Tools {
         }
     }
 
+    #[tool(description = "Hands a watcher of `context.ct` to a spawned task, sleeps `ms`, names the protocol.")]
+    async fn handed_off(
+        &self,
+        args: JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(10);
+        let (ct, flag) = (context.ct.clone(), Arc::clone(&self.ct_cancelled));
+        tokio::spawn(async move {
+            ct.cancelled().await;
+            flag.store(true, Ordering::SeqCst);
+        });
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let version = context.meta.protocol_version().map(|v| v.as_str().to_owned()).unwrap_or_default();
+        Ok(text(format!("protocol {version}")))
+    }
+
     #[tool(description = "Panics.")]
     async fn boom(&self) -> Result<CallToolResult, ErrorData> {
         panic!("boom")
@@ -98,16 +118,21 @@ impl ServerHandler for Tools {
     }
 }
 
-/// The rmcp server behind core on a loopback port: its URL, and the flag `slow` sets.
-async fn durable() -> (String, Arc<AtomicBool>) {
+/// The rmcp server behind core on a loopback port: its URL, and the flags `slow` and `handed_off` set.
+async fn durable() -> (String, Arc<AtomicBool>, Arc<AtomicBool>) {
     let engine = Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
-    let saw_cancel = Arc::new(AtomicBool::new(false));
-    let tools = Tools { tool_router: Tools::tool_router(), saw_cancel: Arc::clone(&saw_cancel) };
+    let (saw_cancel, ct_cancelled) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let tools = Tools {
+        tool_router: Tools::tool_router(),
+        saw_cancel: Arc::clone(&saw_cancel),
+        ct_cancelled: Arc::clone(&ct_cancelled),
+    };
     // docs:begin durable
     let host = DurableServer::new(engine, move || Ok(tools.clone()))
         .task_tool("slow", |t| t.poll_interval_ms(20))
         .task_tool("ask", |t| t.mode(TaskMode::Required).poll_interval_ms(20))
         .task_tool("boom", |t| t.poll_interval_ms(20))
+        .task_tool("handed_off", |t| t.poll_interval_ms(20))
         .build();
     let _executor = host.spawn_executor(); // resumable tasks a dead process left
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -115,12 +140,23 @@ async fn durable() -> (String, Arc<AtomicBool>) {
     let router = host.router("/mcp").merge(host.metrics_router("/metrics"));
     tokio::spawn(async move { mcp_tasks::host::serve(listener, router, std::future::pending()).await.unwrap() });
     // docs:end durable
-    (url, saw_cancel)
+    (url, saw_cancel, ct_cancelled)
+}
+
+/// Waits up to 2 s for `flag`.
+async fn eventually(flag: &AtomicBool) -> bool {
+    for _ in 0..100 {
+        if flag.load(Ordering::SeqCst) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    flag.load(Ordering::SeqCst)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler() {
-    let (url, saw_cancel) = durable().await;
+    let (url, saw_cancel, ct_cancelled) = durable().await;
     let rmcp = rmcp_client(&url).await;
     let answer = input_fn(|_request| async move { Some(json!({"action": "accept", "content": {"ok": true}})) });
     let transport = Arc::new(RmcpTransport::new(rmcp.peer().clone(), url.clone()));
@@ -142,13 +178,19 @@ async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler()
     tokio::time::sleep(Duration::from_millis(100)).await;
     execution.cancel(CancelMode::Stop).unwrap();
     assert_eq!(execution.result().await.unwrap(), Outcome::Cancelled);
-    for _ in 0..100 {
-        if saw_cancel.load(Ordering::SeqCst) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(saw_cancel.load(Ordering::SeqCst), "the cancel stopped the tool's run");
+    assert!(eventually(&saw_cancel).await, "the cancel stopped the tool's run");
+    // The tool's context is the one rmcp's service would give it: the request's `_meta` in
+    // `context.meta`, and `context.ct` cancelled with the task, for work the tool handed off.
+    let execution = task(client.call_tool("handed_off", json!({"ms": 10})).await.unwrap());
+    assert_eq!(text_of(&execution.result().await.unwrap()), "protocol 2026-07-28");
+    // (Its `ct` ends with the run, as the task's own token does; the flag is cleared for the cancel.)
+    assert!(eventually(&ct_cancelled).await, "the ended run's ct is cancelled");
+    ct_cancelled.store(false, Ordering::SeqCst);
+    let execution = task(client.call_tool("handed_off", json!({"ms": 60_000})).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    execution.cancel(CancelMode::Stop).unwrap();
+    assert_eq!(execution.result().await.unwrap(), Outcome::Cancelled);
+    assert!(eventually(&ct_cancelled).await, "the task's cancel reached the handed-off work through context.ct");
     // A tool not run as a task is rmcp's, synchronously.
     match client.call_tool("echo", json!({"a": 1})).await.unwrap() {
         Execution::Immediate(result) => assert_eq!(result["content"][0]["text"], "{\"a\":1}"),

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler};
 use crate::protocol::server::{CallAnswer, ReplyTo, call_request, read_call_answer, response_message};
-use crate::protocol::{RpcError, StoredCall};
+use crate::protocol::{Envelope, RpcError, StoredCall};
 
 /// The MCP server a [`Host`](super::Host) sits in front of ([`HostBuilder::delegate`](super::HostBuilder::delegate)).
 pub trait Delegate: Send + Sync + 'static {
@@ -66,43 +66,55 @@ impl ToolHandler for Exchange {
         self.prepare.as_ref().map_or(Ok(Prepared::Ready), |prepare| prepare(call))
     }
 
-    async fn run(&self, call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
-        // The call is taken apart, not copied: a task holds this future for its whole life.
-        let ToolCall { name, arguments, input_responses, state, envelope, .. } = call;
-        let mut stored = StoredCall {
-            arguments,
-            input_responses: input_responses.map(|r| *r),
-            state: state.map(|s| *s),
-            envelope: Some(Arc::unwrap_or_clone(envelope)),
-        };
+    async fn run(&self, mut call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
+        // A task holds this future for its whole life, so it keeps the call (which it holds in
+        // any case) and little else: each round's stored call is made from the call's own fields,
+        // moved, not copied, and moved back; the envelope is copied only while the round's request
+        // is made; the request's JSON is dropped before the round waits; the rare futures (an
+        // answer's body, the client's input) are boxed, so the future does not keep their room.
         let mut request_state: Option<Value> = None;
         for round in 1u64.. {
-            let (headers, mut body) = call_request(&name, &stored, round);
-            if let Some(state) = request_state.take() {
-                body["params"]["requestState"] = state;
-            }
-            let mut request = http::Request::new(Body::from(body.to_string()));
-            *request.method_mut() = http::Method::POST;
-            // An SDK validates the Host header against DNS rebinding; this request never left
-            // the process.
-            request.headers_mut().insert(http::header::HOST, http::HeaderValue::from_static("localhost"));
-            for (name, value) in headers {
-                if let Ok(value) = http::HeaderValue::from_str(&value) {
-                    request.headers_mut().insert(name, value);
+            let request = {
+                let stored = StoredCall {
+                    arguments: std::mem::take(&mut call.arguments),
+                    input_responses: call.input_responses.take().map(|r| *r),
+                    state: call.state.take().map(|s| *s),
+                    envelope: Some(Envelope::clone(&call.envelope)),
+                };
+                let (headers, mut body) = call_request(&call.name, &stored, round);
+                let StoredCall { arguments, input_responses, state, .. } = stored;
+                (call.arguments, call.input_responses, call.state) =
+                    (arguments, input_responses.map(Box::new), state.map(Box::new));
+                if let Some(state) = request_state.take() {
+                    body["params"]["requestState"] = state;
                 }
-            }
-            request.extensions_mut().insert(ctx.clone());
+                let mut request = http::Request::new(Body::from(body.to_string()));
+                *request.method_mut() = http::Method::POST;
+                // An SDK validates the Host header against DNS rebinding; this request never left
+                // the process.
+                request.headers_mut().insert(http::header::HOST, http::HeaderValue::from_static("localhost"));
+                for (name, value) in headers {
+                    if let Ok(value) = http::HeaderValue::from_str(&value) {
+                        request.headers_mut().insert(name, value);
+                    }
+                }
+                request.extensions_mut().insert(ctx.clone());
+                request
+            };
             let response = self.delegate.exchange(request).await;
-            let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
-                .await
-                .map_err(|e| RpcError::internal(format!("reading the tool's answer failed: {e}")))?;
-            match read_call_answer(&bytes) {
+            let answer = {
+                let bytes = Box::pin(axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES))
+                    .await
+                    .map_err(|e| RpcError::internal(format!("reading the tool's answer failed: {e}")))?;
+                read_call_answer(&bytes)
+            };
+            match answer {
                 CallAnswer::Complete(result) => return Ok(result),
                 CallAnswer::Failed(error) => return Err(error),
                 CallAnswer::InputRequired { input_requests, request_state: state } => {
                     // The task asks the client (checked against what its creating request
                     // declared) and the tool gets the answers in its next round.
-                    stored.input_responses = Some(ctx.request_input(input_requests).await?);
+                    call.input_responses = Some(Box::new(Box::pin(ctx.request_input(input_requests)).await?));
                     request_state = state;
                 }
             }
