@@ -178,8 +178,10 @@ impl<S: ServerHandler + Send + 'static> RmcpDelegate<S> {
 /// The `tools/call` of an exchange as rmcp's typed params. They are read as the plain struct
 /// they are: reading the whole message as a `ClientJsonRpcMessage` goes through serde's
 /// buffering of untagged and flattened enums, which took a tenth of a task's CPU under load.
-fn read_exchange(body: &[u8]) -> Result<rmcp::model::CallToolRequestParams, serde_json::Error> {
-    let mut message: serde_json::Value = serde_json::from_slice(body)?;
+fn read_exchange(
+    body: Result<axum::body::Bytes, axum::Error>,
+) -> Result<rmcp::model::CallToolRequestParams, serde_json::Error> {
+    let mut message: serde_json::Value = serde_json::from_slice(&body.map_err(serde::de::Error::custom)?)?;
     serde_json::from_value(message["params"].take())
 }
 
@@ -216,6 +218,8 @@ impl<S: ServerHandler + Send + 'static> Exchanges<S> {
     /// would send. The returned future holds the handler's `call_tool` future and a few pointers:
     /// a task holds it for its whole life, so the call's params and context are made here and
     /// reach it boxed, not as values it would keep room for after they moved into the handler.
+    /// It runs inside core's run of the task's tool, which turns a panic into the task's -32603
+    /// failure and drops the run when the task is cancelled or expires, as for its own tools.
     fn call(
         self: Arc<Self>,
         mut params: rmcp::model::CallToolRequestParams,
@@ -230,13 +234,11 @@ impl<S: ServerHandler + Send + 'static> Exchanges<S> {
         }
         // The task's context in the context's extensions ([`TaskRun::of`]), and its cancellation
         // as the context's `ct`, for a tool that watches it as rmcp's tools do.
-        let run = parts.extensions.get::<RunContext>().cloned();
-        let cancelled = run.as_ref().filter(|run| run.task_id().is_some()).map(RunContext::cancellation);
-        if let Some(cancelled) = &cancelled {
-            context.ct = cancelled.child_token();
-        }
-        if let Some(run) = run {
-            context.extensions.insert(run);
+        if let Some(run) = parts.extensions.get::<RunContext>() {
+            if run.task_id().is_some() {
+                context.ct = run.cancellation().child_token();
+            }
+            context.extensions.insert(run.clone());
         }
         // The HTTP parts where rmcp's HTTP path puts them, for a tool that extracts them, but
         // without headers: those of an exchange are core's own (a task keeps none of its
@@ -254,25 +256,7 @@ impl<S: ServerHandler + Send + 'static> Exchanges<S> {
                 let job = job;
                 *job
             };
-            // A panic in the tool is answered as the server fault (-32603) it is, so the task
-            // fails rather than waits forever; a cancelled (or expired) task drops its tool's
-            // run, as core's host drops its own tools' runs.
-            let run = std::panic::AssertUnwindSafe(self.service.service().call_tool(params, context)).catch_unwind();
-            let outcome = match &cancelled {
-                Some(cancelled) => tokio::select! {
-                    outcome = run => Some(outcome),
-                    () = cancelled.cancelled() => None,
-                },
-                None => Some(run.await),
-            };
-            let outcome = match outcome {
-                None => Err(ErrorData::internal_error("the task was cancelled", None)),
-                Some(Ok(answer)) => answer,
-                Some(Err(panic)) => {
-                    let message = mcp_tasks::host::panic_message(panic.as_ref());
-                    Err(ErrorData::internal_error(format!("tool panicked: {message}"), None))
-                }
-            };
+            let outcome = self.service.service().call_tool(params, context).await;
             let message = match outcome {
                 // SEP-2663: no task handle to a call that did not declare the extension, which
                 // core's exchange never does. The handler made an in-memory task of its own anyway.
@@ -346,13 +330,9 @@ impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
         // holds for its whole life (which then keeps only what the handler's run needs).
         let mut reading = Box::pin(axum::body::to_bytes(body, usize::MAX));
         let Some(read) = reading.as_mut().now_or_never() else {
-            return Box::pin(async move {
-                let call = reading.await.map_err(serde::de::Error::custom).and_then(|bytes| read_exchange(&bytes));
-                answered(exchanges, call, parts).await
-            });
+            return Box::pin(async move { answered(exchanges, read_exchange(reading.await), parts).await });
         };
-        let call = read.map_err(serde::de::Error::custom).and_then(|bytes| read_exchange(&bytes));
-        answered(exchanges, call, parts)
+        answered(exchanges, read_exchange(read), parts)
     }
 
     fn serves_tool(&self, name: &str) -> bool {

@@ -15,8 +15,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::tools::{Prepared, RunContext, Tool, ToolCall, ToolHandler};
+use crate::protocol::RpcError;
 use crate::protocol::server::{CallAnswer, ReplyTo, call_request, read_call_answer, response_message};
-use crate::protocol::{Envelope, RpcError, StoredCall};
 
 /// The MCP server a [`Host`](super::Host) sits in front of ([`HostBuilder::delegate`](super::HostBuilder::delegate)).
 pub trait Delegate: Send + Sync + 'static {
@@ -68,23 +68,13 @@ impl ToolHandler for Exchange {
 
     async fn run(&self, mut call: ToolCall, ctx: RunContext) -> Result<Value, RpcError> {
         // A task holds this future for its whole life, so it keeps the call (which it holds in
-        // any case) and little else: each round's stored call is made from the call's own fields,
-        // moved, not copied, and moved back; the envelope is copied only while the round's request
-        // is made; the request's JSON is dropped before the round waits; the rare futures (an
-        // answer's body, the client's input) are boxed, so the future does not keep their room.
+        // any case) and little else: each round's stored call and request JSON are made and
+        // dropped before the round waits; the rare futures (an answer's body, the client's input)
+        // are boxed, so the future does not keep their room.
         let mut request_state: Option<Value> = None;
         for round in 1u64.. {
             let request = {
-                let stored = StoredCall {
-                    arguments: std::mem::take(&mut call.arguments),
-                    input_responses: call.input_responses.take().map(|r| *r),
-                    state: call.state.take().map(|s| *s),
-                    envelope: Some(Envelope::clone(&call.envelope)),
-                };
-                let (headers, mut body) = call_request(&call.name, &stored, round);
-                let StoredCall { arguments, input_responses, state, .. } = stored;
-                (call.arguments, call.input_responses, call.state) =
-                    (arguments, input_responses.map(Box::new), state.map(Box::new));
+                let (headers, mut body) = call_request(&call.name, &call.stored(), round);
                 if let Some(state) = request_state.take() {
                     body["params"]["requestState"] = state;
                 }

@@ -449,9 +449,9 @@ async fn unpanicked<T>(work: impl std::future::Future<Output = Result<T, RpcErro
     })
 }
 
-/// The message a caught panic carries (`"unknown panic"` for a payload that is no string), for a
-/// host that turns a panic in tool code into the error it reports (`tool panicked: {message}`).
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+/// The message a caught panic carries (`"unknown panic"` for a payload that is no string), for the
+/// error a panic in tool code is reported as (`tool panicked: {message}`).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
