@@ -117,6 +117,23 @@ async fn pages_and_counts(engine: &Engine, admin: &Admin) {
     assert_eq!(overview.expiring_within_hour, 1);
     let theirs = admin.overview(&limited).await.unwrap();
     assert_eq!(theirs.by_status.iter().map(|(_, n)| *n).sum::<u64>(), 8, "counts keep to the token's principals");
+
+    // The chart's hour: every task was created in it, and those that ended, ended in it.
+    let now = mcp_tasks::clock::Clock::now_ms(&mcp_tasks::clock::SystemClock);
+    let hour = admin.activity(None, now).await.unwrap();
+    assert_eq!(hour.minutes.len(), 60);
+    assert_eq!(hour.first_minute_ms, (now / 60_000 - 59) * 60_000);
+    let sum = |f: fn(&mcp_tasks::admin::query::MinuteCounts) -> u64, a: &mcp_tasks::admin::query::Activity| {
+        a.minutes.iter().map(f).sum::<u64>()
+    };
+    assert_eq!(
+        [sum(|m| m.created, &hour), sum(|m| m.completed, &hour), sum(|m| m.failed, &hour), sum(|m| m.cancelled, &hour)],
+        [12, 5, 2, 1]
+    );
+    let carols = admin.activity(Some(&["carol".to_owned()]), now).await.unwrap();
+    assert_eq!([sum(|m| m.created, &carols), sum(|m| m.failed, &carols), sum(|m| m.completed, &carols)], [3, 2, 0]);
+    let later = admin.activity(None, now + 2 * 3_600_000).await.unwrap();
+    assert_eq!(sum(|m| m.created, &later), 0, "an hour that holds none of them");
     drop(running);
 }
 
@@ -162,6 +179,118 @@ async fn the_web_views_pages_and_counts_on_sqlite() {
     let engine = engine(Arc::new(store)).await;
     let admin = Admin::open(&url(&dir)).await.unwrap();
     pages_and_counts(&engine, &admin).await;
+}
+
+/// What the web view asks of two processes over one store (`a` and `b`, as two workers): the
+/// change id is the store's (the same on both, moving with a change, per principal scope), a
+/// session one starts the other knows and a sign-out on either ends, and one request cancels
+/// many tasks (an outcome each, the operator in every history) and purges them.
+async fn two_operator_processes(engine: &Engine, a: &Admin, b: &Admin) {
+    use mcp_tasks::admin::Session;
+    use mcp_tasks::store::{TaskOutcome, TaskResult};
+    let mut ids = Vec::new();
+    let mut running = Vec::new();
+    for n in 0..40 {
+        let (t, ctx) = engine.create_task(["alice", "bob"][n % 2], "many", TaskOptions::default()).await.unwrap();
+        ids.push(t.task.task_id);
+        running.push(ctx);
+    }
+    // Both processes see every task before the ids are compared.
+    for _ in 0..500 {
+        if a.show_many(&ids).await.unwrap().len() == ids.len() && b.show_many(&ids).await.unwrap().len() == ids.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let bob = ["bob".to_owned()];
+    let (all, bobs) = (a.change_id(None).await.unwrap(), a.change_id(Some(&bob)).await.unwrap());
+    assert_eq!(all, b.change_id(None).await.unwrap(), "one id for the store, whichever process reads it");
+    assert_eq!(bobs, b.change_id(Some(&bob)).await.unwrap());
+    assert_eq!(a.change_id(Some(&[])).await.unwrap(), "0.0", "an empty scope sees nothing");
+    // Alice's task changes: the whole store's id moves, bob's scope does not.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    running[0].set_status_message("alice's news").await.unwrap();
+    let mut moved = all.clone();
+    for _ in 0..500 {
+        moved = b.change_id(None).await.unwrap();
+        if moved != all {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_ne!(moved, all, "a change moves the id");
+    assert_eq!(b.change_id(Some(&bob)).await.unwrap(), bobs, "bob's scope hears nothing of alice's task");
+
+    // Sessions: started on a, known to b, ended by b for both.
+    let session = Session { operator: "ana".into(), token: [7; 32], expires_at_ms: u64::MAX / 4 };
+    assert_eq!(b.session([1; 32], 0).await.unwrap(), None, "no table yet is no session");
+    a.start_session([1; 32], &session, 1).await.unwrap();
+    assert_eq!(b.session([1; 32], 2).await.unwrap(), Some(session.clone()));
+    assert_eq!(b.session([1; 32], u64::MAX / 4).await.unwrap(), None, "ended by its expiry");
+    assert!(b.end_session([1; 32]).await.unwrap());
+    assert_eq!(a.session([1; 32], 2).await.unwrap(), None);
+    assert!(!a.end_session([1; 32]).await.unwrap());
+
+    // Many tasks in one request: one outcome each, in the order named.
+    let mut named = ids[..30].to_vec();
+    named.push("no-such-task".into());
+    let applied = a.cancel_tasks(&named, "ana").await.unwrap();
+    let Applied::Done(AdminOutcome::Each { tasks }) = applied else { panic!("{applied:?}") };
+    assert_eq!(tasks.len(), 31);
+    assert!(tasks[..30].iter().all(|t| t.outcome == TaskOutcome::Cancelled), "{tasks:?}");
+    assert_eq!(tasks[30], TaskResult { task_id: "no-such-task".into(), outcome: TaskOutcome::NotFound });
+    for id in &ids[..30] {
+        let history = b.history(id).await.unwrap();
+        assert!(
+            history
+                .entries
+                .iter()
+                .any(|e| e.event == HistoryEvent::CancelRequested { by: Actor::Operator("ana".into()) }),
+            "{history:?}"
+        );
+    }
+    let again = a.cancel_tasks(&ids[..1], "ana").await.unwrap();
+    let Applied::Done(AdminOutcome::Each { tasks }) = again else { panic!("{again:?}") };
+    assert!(matches!(tasks[0].outcome, TaskOutcome::AlreadyTerminal { status: TaskStatus::Cancelled }));
+    // A purge of cancelled and working tasks: the finished go, the live stay and are named.
+    let named = [ids[0].clone(), ids[1].clone(), ids[35].clone(), "no-such-task".to_owned()];
+    let applied = b.purge_each(&named).await.unwrap();
+    let Applied::Done(AdminOutcome::Each { tasks }) = applied else { panic!("{applied:?}") };
+    let outcomes: Vec<&TaskOutcome> = tasks.iter().map(|t| &t.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            &TaskOutcome::Purged,
+            &TaskOutcome::Purged,
+            &TaskOutcome::Unfinished { status: TaskStatus::Working },
+            &TaskOutcome::NotFound
+        ]
+    );
+    assert!(a.show(&ids[0]).await.unwrap().is_none() && a.show(&ids[35]).await.unwrap().is_some());
+    drop(running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_change_ids_sessions_and_many_task_actions_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("tasks.db")).unwrap();
+    let engine = engine(Arc::new(store)).await;
+    let _sweeper = engine.spawn_sweeper();
+    let a = Admin::open(&url(&dir)).await.unwrap();
+    let b = Admin::open(&url(&dir)).await.unwrap();
+    two_operator_processes(&engine, &a, &b).await;
+}
+
+#[tokio::test]
+async fn without_a_live_host_many_tasks_are_cancelled_on_one_opening_of_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let [report, _build, watch] = stopped_host(&dir).await;
+    let admin = Admin::open(&url(&dir)).await.unwrap();
+    let applied = admin.cancel_tasks(&[watch.clone(), report.clone()], "ana").await.unwrap();
+    let Applied::Done(AdminOutcome::Each { tasks }) = applied else { panic!("{applied:?}") };
+    assert_eq!(tasks[0].outcome, mcp_tasks::store::TaskOutcome::Cancelled);
+    assert!(matches!(tasks[1].outcome, mcp_tasks::store::TaskOutcome::AlreadyTerminal { .. }));
+    assert_eq!(admin.show(&watch).await.unwrap().unwrap().status, TaskStatus::Cancelled);
 }
 
 #[tokio::test]
@@ -346,6 +475,16 @@ mod postgres {
         let w = worker(&url).await;
         let admin = Admin::open(&url).await.unwrap();
         pages_and_counts(&w, &admin).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+    async fn two_processes_share_change_ids_sessions_and_many_task_actions_on_postgres() {
+        let url = common::pg_database().await;
+        let w = worker(&url).await;
+        let a = Admin::open(&url).await.unwrap();
+        let b = Admin::open(&url).await.unwrap();
+        two_operator_processes(&w, &a, &b).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,9 @@
 //!   running the task stops its work.
 
 pub mod query;
+mod sessions;
+
+pub use sessions::Session;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -31,7 +34,9 @@ use rusqlite::{Connection, OpenFlags, params_from_iter};
 
 use crate::protocol::{Actor, TaskEvent, TaskHistory, TaskRecord, TaskStatus, TransitionError};
 use crate::store::sqlite::{admin_outcome, enqueue_admin};
-use crate::store::{AdminAction, AdminOutcome, SqliteStore, StoreError, TaskStore, UpdateOutcome, int};
+use crate::store::{
+    AdminAction, AdminOutcome, SqliteStore, StoreError, TaskOutcome, TaskResult, TaskStore, UpdateOutcome, int,
+};
 
 /// Why an admin operation failed. Nothing was changed.
 #[non_exhaustive]
@@ -137,6 +142,8 @@ pub struct Admin {
     /// Changes this admin made itself (a SQLite connection does not see its own writes in
     /// `data_version`), for [`Admin::change_mark`].
     own_writes: std::sync::atomic::AtomicU64,
+    /// True once the web view's sessions table is known to exist.
+    sessions_ready: std::sync::atomic::AtomicBool,
     /// PostgreSQL: the change feed [`Admin::change_mark`] counts, started at its first call.
     #[cfg(feature = "postgres")]
     feed: tokio::sync::Mutex<Option<Arc<Feed>>>,
@@ -216,6 +223,7 @@ impl Admin {
             wait,
             operator: None,
             own_writes: std::sync::atomic::AtomicU64::new(0),
+            sessions_ready: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "postgres")]
             feed: tokio::sync::Mutex::new(None),
         }
@@ -365,6 +373,41 @@ impl Admin {
         Ok(query::read_overview(rows))
     }
 
+    /// Tasks created, completed, failed and cancelled in each minute of the hour before `now_ms`,
+    /// among those of `principals` (`None`: every task): the web view's chart.
+    pub async fn activity(&self, principals: Option<&[String]>, now_ms: u64) -> Result<query::Activity, AdminError> {
+        let since = (now_ms / 60_000 + 1).saturating_sub(query::ACTIVITY_MINUTES as u64) * 60_000;
+        let rows: Vec<(String, i64, i64)> = match &self.backend {
+            Backend::Sqlite(s) => {
+                let sql = query::activity(query::SQLITE, principals, since, now_ms);
+                s.blocking(move |s| {
+                    let conn = s.conn.lock();
+                    let mut stmt = conn.prepare(&sql.text).map_err(|e| s.map_busy(e))?;
+                    let rows = stmt
+                        .query_map(params_from_iter(sqlite_values(&sql.values)), |row| {
+                            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                        })
+                        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                        .map_err(|e| s.map_busy(e))?;
+                    Ok(rows)
+                })
+                .await?
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                let sql = query::activity(query::POSTGRES, principals, since, now_ms);
+                let values = postgres_values(&sql.values);
+                let client = store.client().await?;
+                let rows = client
+                    .query(&sql.text, &postgres_params(&values))
+                    .await
+                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect()
+            }
+        };
+        Ok(query::read_activity(rows, now_ms))
+    }
+
     /// Task counts by status and tool.
     pub async fn stats(&self) -> Result<Vec<StatusCount>, AdminError> {
         match &self.backend {
@@ -412,6 +455,106 @@ impl Admin {
                 Ok(Applied::Done(direct_cancel(store.as_ref(), id, operator.as_deref()).await?))
             }
         }
+    }
+
+    /// Cancels each of `ids` as operator `operator`, in one request (queued as one for a live
+    /// SQLite host, which applies them together; applied here otherwise): the outcome is
+    /// [`AdminOutcome::Each`], one typed outcome a task in the order named, and each task's
+    /// history names the operator.
+    pub async fn cancel_tasks(&self, ids: &[String], operator: &str) -> Result<Applied, AdminError> {
+        let action = AdminAction::CancelTasks { task_ids: ids.to_vec(), operator: Some(operator.to_owned()) };
+        self.wrote();
+        match &self.backend {
+            Backend::Sqlite(s) => s.apply(action, self.wait).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => Ok(Applied::Done(direct_cancel_each(store.as_ref(), &action).await?)),
+        }
+    }
+
+    /// Purges those of `ids` that are terminal (as [`Admin::purge_tasks`], in one request) and
+    /// says what became of each: [`AdminOutcome::Each`] in the order named.
+    pub async fn purge_each(&self, ids: &[String]) -> Result<Applied, AdminError> {
+        let before: HashMap<String, TaskStatus> =
+            self.show_many(ids).await?.into_iter().map(|t| (t.id, t.status)).collect();
+        let finished: Vec<String> =
+            ids.iter().filter(|id| before.get(*id).is_some_and(|s| s.is_terminal())).cloned().collect();
+        if !finished.is_empty() {
+            match self.purge_tasks(&finished).await? {
+                Applied::Done(AdminOutcome::Failed { message }) => {
+                    return Ok(Applied::Done(AdminOutcome::Failed { message }));
+                }
+                Applied::Done(_) => {}
+                queued @ Applied::Queued { .. } => return Ok(queued),
+            }
+        }
+        let left: HashMap<String, TaskStatus> =
+            self.show_many(&finished).await?.into_iter().map(|t| (t.id, t.status)).collect();
+        let tasks = ids
+            .iter()
+            .map(|id| {
+                let outcome = match (before.get(id), left.get(id)) {
+                    (None, _) => TaskOutcome::NotFound,
+                    (Some(status), _) if !status.is_terminal() => TaskOutcome::Unfinished { status: *status },
+                    (Some(_), None) => TaskOutcome::Purged,
+                    (Some(_), Some(_)) => TaskOutcome::Failed { message: "the store kept it".into() },
+                };
+                TaskResult { task_id: id.clone(), outcome }
+            })
+            .collect();
+        Ok(Applied::Done(AdminOutcome::Each { tasks }))
+    }
+
+    /// The stored tasks among `ids` (unknown ids are left out), in no particular order: one
+    /// query per 500 ids.
+    pub async fn show_many(&self, ids: &[String]) -> Result<Vec<TaskRecord>, AdminError> {
+        let mut found = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            match &self.backend {
+                Backend::Sqlite(s) => {
+                    let sql = format!("SELECT id, body FROM tasks WHERE id IN ({})", vec!["?"; chunk.len()].join(","));
+                    let values: Vec<rusqlite::types::Value> = chunk.iter().map(|id| id.clone().into()).collect();
+                    found.extend(s.blocking(move |s| s.records(&sql, &values)).await?);
+                }
+                #[cfg(feature = "postgres")]
+                Backend::Postgres { store, .. } => {
+                    let chunk = chunk.to_vec();
+                    found.extend(store.records("SELECT id, body FROM mcp_tasks WHERE id = ANY($1)", &[&chunk]).await?);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// What a page that follows the store holds: an id of the newest change among the tasks of
+    /// `principals` (`None`: every task), the same on every process over the store, so any of
+    /// them can tell a page whether something changed since it was read. It is the newest last
+    /// change and how many tasks share it; a deleted task changes it only at the next change.
+    pub async fn change_id(&self, principals: Option<&[String]>) -> Result<String, AdminError> {
+        let (newest, at_newest): (Option<i64>, i64) = match &self.backend {
+            Backend::Sqlite(s) => {
+                let sql = query::change_id(query::SQLITE, principals);
+                s.blocking(move |s| {
+                    let conn = s.conn.lock();
+                    conn.query_row(&sql.text, params_from_iter(sqlite_values(&sql.values)), |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .map_err(|e| s.map_busy(e))
+                })
+                .await?
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                let sql = query::change_id(query::POSTGRES, principals);
+                let values = postgres_values(&sql.values);
+                let client = store.client().await?;
+                let row = client
+                    .query_one(&sql.text, &postgres_params(&values))
+                    .await
+                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                (row.get(0), row.get(1))
+            }
+        };
+        Ok(format!("{}.{at_newest}", newest.unwrap_or(0)))
     }
 
     /// Deletes terminal tasks whose TTL ended, and those that last changed at or before
@@ -533,6 +676,26 @@ async fn direct_cancel(store: &dyn TaskStore, id: &str, operator: Option<&str>) 
         // Another writer changed it first: read it again and decide again.
     }
     Ok(AdminOutcome::Failed { message: "the task kept changing under concurrent writers".into() })
+}
+
+/// [`direct_cancel`] of each task an [`AdminAction::CancelTasks`] names, several in flight at
+/// once (the store's writer groups their commits).
+async fn direct_cancel_each(store: &dyn TaskStore, action: &AdminAction) -> Result<AdminOutcome, AdminError> {
+    use futures::StreamExt as _;
+    let AdminAction::CancelTasks { task_ids, operator } = action else {
+        return Ok(AdminOutcome::Failed { message: format!("not a cancel of many tasks: {action:?}") });
+    };
+    // Built in a loop, not a closure: a future from a closure that borrows is not `Send` for
+    // every lifetime, which a spawned caller (an axum handler) needs.
+    let mut cancels = Vec::with_capacity(task_ids.len());
+    for id in task_ids {
+        cancels.push(async move {
+            let outcome = TaskOutcome::of_cancel(direct_cancel(store, id, operator.as_deref()).await?);
+            Ok::<_, AdminError>(TaskResult { task_id: id.clone(), outcome })
+        });
+    }
+    let results: Vec<Result<TaskResult, AdminError>> = futures::stream::iter(cancels).buffered(32).collect().await;
+    Ok(AdminOutcome::Each { tasks: results.into_iter().collect::<Result<_, _>>()? })
 }
 
 async fn direct_purge(store: &dyn TaskStore, updated_before_ms: u64) -> Result<AdminOutcome, AdminError> {
@@ -790,6 +953,7 @@ impl SqliteAdmin {
                 AdminAction::PurgeTasks { task_ids } => {
                     store.purge_tasks(task_ids).await.map(|count| AdminOutcome::Purged { count }).map_err(Into::into)
                 }
+                AdminAction::CancelTasks { .. } => direct_cancel_each(&store, &action).await,
             };
             tokio::task::spawn_blocking(move || store.close()).await.map_err(|e| StoreError::Backend(Box::new(e)))?;
             return Ok(Applied::Done(outcome?));

@@ -79,6 +79,33 @@ pub struct Overview {
     pub expiring_within_hour: u64,
 }
 
+/// Tasks created and ended in each minute of the last hour (the web view's chart), oldest minute
+/// first: from the tasks' records, where a task's creation time is its history's first entry
+/// and a finished task's last change is the entry that ended it. A purged task no longer counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// The first minute's start (Unix ms, a whole minute).
+    pub first_minute_ms: u64,
+    /// One count per minute, [`ACTIVITY_MINUTES`] of them, the last being the current minute.
+    pub minutes: Vec<MinuteCounts>,
+}
+
+/// What happened in one minute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MinuteCounts {
+    /// Tasks created.
+    pub created: u64,
+    /// Tasks that completed.
+    pub completed: u64,
+    /// Tasks that failed.
+    pub failed: u64,
+    /// Tasks cancelled.
+    pub cancelled: u64,
+}
+
+/// How many minutes [`Activity`] covers.
+pub const ACTIVITY_MINUTES: usize = 60;
+
 /// Every status, in the order pages show them.
 pub const STATUSES: [TaskStatus; 5] =
     [TaskStatus::Working, TaskStatus::InputRequired, TaskStatus::Completed, TaskStatus::Failed, TaskStatus::Cancelled];
@@ -191,6 +218,91 @@ pub(crate) fn overview(dialect: Dialect, query: &TaskQuery, now_ms: u64) -> Sql 
     let soon = TaskQuery { expiring_before_ms: Some(now_ms.saturating_add(3_600_000)), ..scope };
     filter(&mut sql, &soon, now_ms);
     sql
+}
+
+/// The change id query ([`crate::admin::Admin::change_id`]): the newest last change among the
+/// tasks of `principals` (all when `None`) and how many tasks share it. Answers one row
+/// `(newest or NULL, count)`. Each principal's newest is read on its own (the index's first
+/// column), so a limited scope costs a few index seeks like the whole store does.
+pub(crate) fn change_id(dialect: Dialect, principals: Option<&[String]>) -> Sql {
+    let (table, updated) = (dialect.table, dialect.updated);
+    let Some(principals) = principals else {
+        return Sql::new(
+            dialect,
+            format!(
+                "SELECT m, (SELECT count(*) FROM {table} WHERE {updated} = m) \
+                 FROM (SELECT max({updated}) AS m FROM {table}) AS newest"
+            ),
+        );
+    };
+    if principals.is_empty() {
+        return Sql::new(dialect, format!("SELECT max({updated}), count(*) FROM {table} WHERE 1 = 0"));
+    }
+    let mut sql = Sql::new(dialect, String::new());
+    let mark = |sql: &mut Sql, principal: &String| {
+        sql.values.push(Value::Text(principal.clone()));
+        (dialect.placeholder)(sql.values.len())
+    };
+    let each: Vec<String> = principals
+        .iter()
+        .map(|p| format!("SELECT max({updated}) AS m1 FROM {table} WHERE principal = {}", mark(&mut sql, p)))
+        .collect();
+    let within: Vec<String> = principals.iter().map(|p| mark(&mut sql, p)).collect();
+    sql.text = format!(
+        "SELECT m, (SELECT count(*) FROM {table} WHERE principal IN ({}) AND {updated} = m) \
+         FROM (SELECT max(m1) AS m FROM ({}) AS per) AS newest",
+        within.join(", "),
+        each.join(" UNION ALL "),
+    );
+    sql
+}
+
+/// The activity query ([`Activity`]): rows `(kind, minute, count)`, `kind` a terminal status
+/// (counted by the minute of the last change, through the per-status change index) or
+/// `created` (by the minute of creation, among the tasks changed since `since_ms`: every task
+/// created since then has).
+pub(crate) fn activity(dialect: Dialect, principals: Option<&[String]>, since_ms: u64, now_ms: u64) -> Sql {
+    let (table, updated) = (dialect.table, dialect.updated);
+    let created = (dialect.int_field)("created_at_ms");
+    let scope = TaskQuery { principals: principals.map(<[String]>::to_vec), ..TaskQuery::default() };
+    let mut sql = Sql::new(
+        dialect,
+        format!(
+            "SELECT status, {updated} / 60000, count(*) FROM {table} \
+             WHERE status IN ('completed', 'failed', 'cancelled')"
+        ),
+    );
+    sql.and(&format!("{updated} >= ?"), [Value::Int(int(since_ms))]);
+    filter(&mut sql, &scope, now_ms);
+    sql.text.push_str(&format!(
+        " GROUP BY 1, 2 UNION ALL SELECT 'created', {created} / 60000, count(*) FROM {table} WHERE 1 = 1"
+    ));
+    sql.and(&format!("{updated} >= ?"), [Value::Int(int(since_ms))]);
+    sql.and(&format!("{created} >= ?"), [Value::Int(int(since_ms))]);
+    filter(&mut sql, &scope, now_ms);
+    sql.text.push_str(" GROUP BY 2");
+    sql
+}
+
+/// Turns the activity query's rows into the hour's minutes.
+pub(crate) fn read_activity(rows: impl IntoIterator<Item = (String, i64, i64)>, now_ms: u64) -> Activity {
+    let last = now_ms / 60_000;
+    let first = last + 1 - ACTIVITY_MINUTES as u64;
+    let mut minutes = vec![MinuteCounts::default(); ACTIVITY_MINUTES];
+    for (kind, minute, count) in rows {
+        let (Ok(minute), Ok(count)) = (u64::try_from(minute), u64::try_from(count)) else { continue };
+        let Some(slot) = minute.checked_sub(first).and_then(|i| minutes.get_mut(usize::try_from(i).ok()?)) else {
+            continue;
+        };
+        match kind.as_str() {
+            "created" => slot.created += count,
+            "completed" => slot.completed += count,
+            "failed" => slot.failed += count,
+            "cancelled" => slot.cancelled += count,
+            _ => {}
+        }
+    }
+    Activity { first_minute_ms: first * 60_000, minutes }
 }
 
 fn filter(sql: &mut Sql, query: &TaskQuery, now_ms: u64) {

@@ -1083,14 +1083,28 @@ impl Engine {
     pub async fn apply_admin(&self, action: &AdminAction) -> AdminOutcome {
         match action {
             AdminAction::Cancel { task_id, operator } => {
-                match self.change_by(task_id, TaskEvent::Cancel, &Actor::operator(operator.as_deref())).await {
-                    Ok(_) => AdminOutcome::Cancelled,
-                    Err(EngineError::Transition(TransitionError::Terminal(status))) => {
-                        AdminOutcome::AlreadyTerminal { status }
-                    }
-                    Err(EngineError::Protocol(ProtocolError::TaskNotFound(_))) => AdminOutcome::NotFound,
-                    Err(e) => AdminOutcome::Failed { message: e.to_string() },
-                }
+                self.operator_cancel(task_id, &Actor::operator(operator.as_deref())).await
+            }
+            AdminAction::CancelTasks { task_ids, operator } => {
+                use futures::StreamExt as _;
+                let by = Actor::operator(operator.as_deref());
+                // In flight together, in the order named: the store's writer commits whatever is
+                // queued as one group, so a thousand cancels cost a few commits, not a thousand.
+                // Each future owns what it uses (a borrowing closure here is not `Send` for every
+                // lifetime, which the sweeper's spawn needs).
+                let cancels: Vec<_> = task_ids
+                    .iter()
+                    .map(|id| {
+                        let (engine, by, task_id) = (self.clone(), by.clone(), id.clone());
+                        Box::pin(async move {
+                            let outcome =
+                                crate::store::TaskOutcome::of_cancel(engine.operator_cancel(&task_id, &by).await);
+                            crate::store::TaskResult { task_id, outcome }
+                        })
+                    })
+                    .collect();
+                let tasks = futures::stream::iter(cancels).buffered(ADMIN_IN_FLIGHT).collect().await;
+                AdminOutcome::Each { tasks }
             }
             AdminAction::Purge { updated_before_ms } => {
                 let now = self.inner.clock.now_ms();
@@ -1103,6 +1117,16 @@ impl Engine {
                 Ok(count) => AdminOutcome::Purged { count },
                 Err(e) => AdminOutcome::Failed { message: e.to_string() },
             },
+        }
+    }
+
+    /// An operator's cancel of one task, through the transition function.
+    async fn operator_cancel(&self, task_id: &str, by: &Actor) -> AdminOutcome {
+        match self.change_by(task_id, TaskEvent::Cancel, by).await {
+            Ok(_) => AdminOutcome::Cancelled,
+            Err(EngineError::Transition(TransitionError::Terminal(status))) => AdminOutcome::AlreadyTerminal { status },
+            Err(EngineError::Protocol(ProtocolError::TaskNotFound(_))) => AdminOutcome::NotFound,
+            Err(e) => AdminOutcome::Failed { message: e.to_string() },
         }
     }
 
@@ -1141,6 +1165,9 @@ impl Engine {
         Limits::check("inputResponses", responses, self.inner.config.limits.max_input_responses_bytes)
     }
 }
+
+/// How many of an operator's many-task request's changes are in flight at once.
+const ADMIN_IN_FLIGHT: usize = 64;
 
 /// A notification subscription from [`Engine::subscribe`]; dropping it stops its queue
 /// receiving changes.

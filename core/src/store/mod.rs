@@ -231,6 +231,15 @@ pub enum AdminAction {
         /// The tasks; a live or unknown one is left alone.
         task_ids: Vec<String>,
     },
+    /// Cancel each of the named tasks, as `tasks/cancel` would, in one request (the web view's
+    /// cancel of a selection): answered with [`AdminOutcome::Each`].
+    CancelTasks {
+        /// The tasks, in the order the outcome lists them.
+        task_ids: Vec<String>,
+        /// Who asked, as each task's history records it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<String>,
+    },
 }
 
 /// How an [`AdminRequest`] ended.
@@ -257,6 +266,67 @@ pub enum AdminOutcome {
         /// Why.
         message: String,
     },
+    /// What a request naming many tasks did to each, in the order it named them.
+    Each {
+        /// One outcome a task.
+        tasks: Vec<TaskResult>,
+    },
+}
+
+/// What an operator's action did to one task it named.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskResult {
+    /// The task.
+    pub task_id: String,
+    /// What became of it.
+    #[serde(flatten)]
+    pub outcome: TaskOutcome,
+}
+
+/// What an operator's cancel or purge did to one task.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum TaskOutcome {
+    /// Cancelled (it was `working` or `input_required`).
+    Cancelled,
+    /// Deleted with its history (it was terminal).
+    Purged,
+    /// A cancel found it terminal already; it stays as it was.
+    AlreadyTerminal {
+        /// Its status.
+        status: crate::protocol::TaskStatus,
+    },
+    /// A purge found it unfinished and left it alone.
+    Unfinished {
+        /// Its status.
+        status: crate::protocol::TaskStatus,
+    },
+    /// No such task (or none the operator may see).
+    NotFound,
+    /// It could not be changed; the message says why.
+    Failed {
+        /// Why.
+        message: String,
+    },
+}
+
+impl TaskOutcome {
+    /// True when the action changed the task.
+    pub fn changed(&self) -> bool {
+        matches!(self, Self::Cancelled | Self::Purged)
+    }
+
+    /// The outcome of one task's cancel, from the single-task form.
+    pub fn of_cancel(outcome: AdminOutcome) -> Self {
+        match outcome {
+            AdminOutcome::Cancelled => Self::Cancelled,
+            AdminOutcome::AlreadyTerminal { status } => Self::AlreadyTerminal { status },
+            AdminOutcome::NotFound => Self::NotFound,
+            AdminOutcome::Failed { message } => Self::Failed { message },
+            other => Self::Failed { message: format!("unexpected outcome {other:?}") },
+        }
+    }
 }
 
 /// What [`TaskStore::claim`] calls on each task it may take: the claimed record and the history
