@@ -128,6 +128,15 @@ enum Command {
         /// Show results and error data on a task's page (hidden by default).
         #[arg(long)]
         show_payloads: bool,
+        /// A host name the browser uses to reach the view through a proxy (`tasks.example.com`,
+        /// `name:port`, or `.example.com` for a domain): answered besides this machine's own
+        /// names, which are the only ones answered otherwise. Repeat for several.
+        #[arg(long = "allowed-host", value_name = "HOST")]
+        allowed_hosts: Vec<String>,
+        /// The header a trusted proxy in front of the view sets to the browser's scheme
+        /// (`x-forwarded-proto`): the sign-in cookie is `Secure` when it says https.
+        #[arg(long, value_name = "HEADER")]
+        forwarded_proto_header: Option<String>,
     },
     /// Count tasks by status and tool.
     Stats {
@@ -312,8 +321,25 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
                 None => Ok(0),
             }
         }
-        Command::Web { listen, token_file, read_only, prefix, show_payloads } => {
-            web(admin, listen, token_file, read_only, prefix, show_payloads, out).await
+        Command::Web {
+            listen,
+            token_file,
+            read_only,
+            prefix,
+            show_payloads,
+            allowed_hosts,
+            forwarded_proto_header,
+        } => {
+            let view = WebFlags {
+                listen,
+                token_file,
+                read_only,
+                prefix,
+                show_payloads,
+                allowed_hosts,
+                forwarded_proto_header,
+            };
+            web(admin, view, out).await
         }
         Command::Stats { json } => {
             let counts = admin.stats().await?;
@@ -327,16 +353,24 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
     }
 }
 
-/// `mcp-tasks web`: serves the view until interrupted.
-async fn web(
-    admin: Admin,
+/// What `mcp-tasks web` was asked for.
+struct WebFlags {
     listen: std::net::SocketAddr,
     token_file: Option<std::path::PathBuf>,
     read_only: bool,
     prefix: String,
     show_payloads: bool,
-    out: &mut impl Write,
-) -> Result<i32, Failure> {
+    allowed_hosts: Vec<String>,
+    forwarded_proto_header: Option<String>,
+}
+
+/// `mcp-tasks web`: serves the view until interrupted.
+async fn web(admin: Admin, flags: WebFlags, out: &mut impl Write) -> Result<i32, Failure> {
+    let WebFlags { listen, token_file, read_only, prefix, show_payloads, allowed_hosts, forwarded_proto_header } =
+        flags;
+    if let Some(bad) = allowed_hosts.iter().find(|h| h.trim().is_empty() || h.contains(['/', ' '])) {
+        return Err(Failure::Usage(format!("--allowed-host {bad:?}: a host name such as tasks.example.com")));
+    }
     let tokens = match &token_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -359,8 +393,11 @@ async fn web(
         prefix: prefix.clone(),
         read_only,
         tokens,
-        // Reading is open on loopback; elsewhere it takes a token too.
+        // Reading is open on loopback (to this machine's host names and the allowed ones only);
+        // elsewhere it takes a token too.
         open_reads: loopback,
+        allowed_hosts,
+        forwarded_proto_header,
         show_payloads,
         ..mcp_tasks_web::WebOptions::default()
     };

@@ -122,12 +122,21 @@ async fn web_serves_the_view_on_loopback_and_refuses_another_address_without_tok
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     let address = line.trim().strip_prefix("serving the web view at http://").unwrap().strip_suffix("/ops/").unwrap();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET /ops/tasks/{done} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    let ask = |host: &str| {
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        write!(stream, "GET /ops/tasks/{done} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let answer = ask(address);
+    // DNS rebinding: a page on another name that now points here reads nothing.
+    let port = address.rsplit(':').next().unwrap();
+    let rebound = ask(&format!("evil.example:{port}"));
     child.kill().unwrap();
     child.wait().unwrap();
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    assert!(!rebound.contains(&done), "{rebound}");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("content-security-policy: default-src 'none'"), "{answer}");
     assert!(answer.contains(&done) && answer.contains(r#"<span class="event">created</span>"#), "{answer}");

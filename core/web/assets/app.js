@@ -87,8 +87,35 @@ function follow(box) {
   start();
 }
 
+// Times: the server writes them in UTC (saying so); the operator may ask for this browser's zone,
+// remembered in localStorage. Each <time> keeps its instant in `datetime`.
+const ZONE_KEY = "mcp-tasks-web-zone";
+
+function localZone() {
+  try { return window.localStorage.getItem(ZONE_KEY) === "local"; } catch (_) { return false; }
+}
+
+function two(n) { return String(n).padStart(2, "0"); }
+
+function showTimes(root) {
+  const local = localZone();
+  for (const time of root.querySelectorAll("time[datetime]")) {
+    if (!time.dataset.utc) time.dataset.utc = time.textContent;
+    if (!local) { time.textContent = time.dataset.utc; continue; }
+    const at = new Date(time.getAttribute("datetime"));
+    if (Number.isNaN(at.getTime())) continue;
+    const zone = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" })
+      .formatToParts(at).find((part) => part.type === "timeZoneName");
+    time.textContent = `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())} ` +
+      `${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())} ${zone ? zone.value : "local"}`;
+  }
+  const button = document.getElementById("zone");
+  if (button) button.textContent = local ? "Times: this browser's zone" : "Times: UTC";
+}
+
 // Behaviour of the parts inside <main>, wired again after a live swap.
 function wire(root) {
+  showTimes(root);
   // "Select all" selects every task of this page that an action can change.
   for (const all of root.querySelectorAll("input.select-all")) {
     all.addEventListener("change", () => {
@@ -104,6 +131,14 @@ function wire(root) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  const zone = document.getElementById("zone");
+  if (zone) {
+    zone.hidden = false;
+    zone.addEventListener("click", () => {
+      try { window.localStorage.setItem(ZONE_KEY, localZone() ? "utc" : "local"); } catch (_) { /* kept for this page only */ }
+      showTimes(document);
+    });
+  }
   wire(document);
   const live = document.getElementById("live");
   if (live) follow(live);

@@ -13,16 +13,24 @@
 //! owns a SQLite file), a purge deletes terminal tasks only, and both name the operator in the
 //! task's history.
 //!
-//! Safe by default: every change needs a token ([`WebOptions::tokens`]; a login form turns it
-//! into an `HttpOnly`, `SameSite=Strict` cookie scoped to the prefix, and scripts send
-//! `Authorization: Bearer`), a state-changing request from another site is refused
-//! (`Sec-Fetch-Site`, else `Origin` against `Host`), every page carries a Content-Security-Policy
-//! without inline script and `frame-ancestors 'none'`, a token may be limited to principals (every
-//! query filters on them), and [`WebOptions::read_only`] hides and refuses every action.
+//! Closed by default: reading needs a token unless the application opens reads
+//! ([`WebOptions::open_reads`]; `mcp-tasks web` does on a loopback address only), and where reads
+//! are open, only a `Host` of this machine (or one the operator allowed) is answered, so a page
+//! elsewhere cannot read the view through DNS rebinding. Every change needs a token
+//! ([`WebOptions::tokens`]): the sign-in form starts a session kept in the store (the cookie
+//! holds a random id, `HttpOnly`, `SameSite=Strict`, scoped to the prefix, `Secure` over HTTPS;
+//! sign-out ends it on every worker) and scripts send `Authorization: Bearer`. A state-changing
+//! request from another site is refused (`Sec-Fetch-Site`, else `Origin` against `Host`), a form
+//! sends the browser back only to this view's own pages, every page carries a
+//! Content-Security-Policy without inline script and `frame-ancestors 'none'`, a token may be
+//! limited to principals (every query, and what `/changes` tells, filters on them), and
+//! [`WebOptions::read_only`] hides and refuses every action.
 
 #![warn(missing_docs)]
 
+mod actions;
 mod auth;
+mod chart;
 mod live;
 mod pages;
 mod params;
@@ -33,13 +41,10 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use mcp_tasks::admin::Admin;
 
-pub use auth::{Token, TokenError, parse_tokens};
+pub use auth::{Token, TokenError, ViaHttps, parse_tokens};
 
 /// A hook that turns a payload into what may be shown.
 pub type Redact = Arc<dyn Fn(&serde_json::Value) -> serde_json::Value + Send + Sync>;
-
-/// A refusal: the page that says so (boxed: an answer is larger than what succeeds).
-type Refused = Box<Response<Bytes>>;
 
 /// How a [`WebView`] behaves.
 #[derive(Clone)]
@@ -48,12 +53,27 @@ pub struct WebOptions {
     pub prefix: String,
     /// Hide and refuse every action.
     pub read_only: bool,
-    /// The tokens that may act (and, with [`WebOptions::open_reads`] off, read). None: nobody
-    /// may change anything.
+    /// The tokens that may read and act. None: nobody may change anything (nor read, unless
+    /// [`WebOptions::open_reads`]).
     pub tokens: Vec<Token>,
-    /// Reading needs no token (the default on a loopback address, where only this machine's
-    /// users reach it).
+    /// Reading needs no token. Off by default: turn it on only where just this machine's users
+    /// reach the view (`mcp-tasks web` does on a loopback address); requests are then answered
+    /// only when their `Host` is this machine's or one of [`WebOptions::allowed_hosts`].
     pub open_reads: bool,
+    /// The host names (`tasks.example.com`, `name:port`, or `.example.com` for a domain and its
+    /// names) this view answers besides this machine's own, for a view with open reads behind
+    /// a proxy. When set, every request is checked, whether reads are open or not.
+    pub allowed_hosts: Vec<String>,
+    /// The header a trusted proxy in front of the view sets to the scheme the browser used
+    /// (`x-forwarded-proto`): the session cookie is then `Secure` when it says `https`. Name it
+    /// only when such a proxy strips the header from what browsers send.
+    pub forwarded_proto_header: Option<String>,
+    /// How long a sign-in lasts.
+    pub session_ttl: std::time::Duration,
+    /// The most `/changes` requests this process holds at once; beyond it (or beyond a few for
+    /// one operator, a browser's connections being few) one is answered at once, and its page
+    /// asks again a few seconds later.
+    pub max_held: usize,
     /// Show results and error data in a task's detail (off by default: payloads may hold what
     /// an operator should not see; [`WebOptions::redact`] can also trim them).
     pub show_payloads: bool,
@@ -72,7 +92,11 @@ impl Default for WebOptions {
             prefix: String::new(),
             read_only: false,
             tokens: Vec::new(),
-            open_reads: true,
+            open_reads: false,
+            allowed_hosts: Vec::new(),
+            forwarded_proto_header: None,
+            session_ttl: std::time::Duration::from_secs(8 * 3600),
+            max_held: 256,
             show_payloads: false,
             redact: None,
             payload_limit: 64 * 1024,
@@ -89,6 +113,10 @@ impl std::fmt::Debug for WebOptions {
             .field("read_only", &self.read_only)
             .field("tokens", &self.tokens.len())
             .field("open_reads", &self.open_reads)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("forwarded_proto_header", &self.forwarded_proto_header)
+            .field("session_ttl", &self.session_ttl)
+            .field("max_held", &self.max_held)
             .field("show_payloads", &self.show_payloads)
             .field("redact", &self.redact.is_some())
             .finish_non_exhaustive()
@@ -101,13 +129,18 @@ pub struct WebView {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     admin: Admin,
     options: WebOptions,
     live: live::Live,
     /// The list's counts per principal scope, served up to a second old (see [`WebView::overview`]).
     counts: std::sync::Mutex<std::collections::HashMap<Option<Vec<String>>, Counted>>,
+    /// The chart's minutes per principal scope, served up to `ACTIVITY_FRESH` old.
+    activity: std::sync::Mutex<std::collections::HashMap<Option<Vec<String>>, Charted>>,
 }
+
+/// The chart's minutes as last read, and when.
+type Charted = (mcp_tasks::admin::query::Activity, std::time::Instant);
 
 /// Counts as last read, and whether a refresh is under way.
 struct Counted {
@@ -119,6 +152,10 @@ struct Counted {
 /// How old the list's counts may be before a page asks for fresh ones (which the page after it
 /// shows: counting a million rows takes longer than a page should).
 const COUNTS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How old the chart's minutes may be: it reads every task changed in the last hour, so a busy
+/// store is not asked for it on every page read (a live page reads itself up to twice a second).
+const ACTIVITY_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for WebView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -135,7 +172,9 @@ impl WebView {
     /// A view over the store `admin` operates.
     pub fn new(admin: Admin, mut options: WebOptions) -> Self {
         options.prefix = options.prefix.trim_end_matches('/').to_owned();
-        Self { inner: Arc::new(Inner { admin, options, live: live::Live::new(), counts: Default::default() }) }
+        let inner =
+            Inner { admin, options, live: live::Live::new(), counts: Default::default(), activity: Default::default() };
+        Self { inner: Arc::new(inner) }
     }
 
     /// Opens the store at `url` (as `mcp-tasks` does) and makes a view over it.
@@ -171,32 +210,40 @@ impl WebView {
         if !rest.starts_with('/') {
             return pages::error(self, StatusCode::NOT_FOUND, "No such page.");
         }
+        // Before anything else, the sign-in form included: a rebound name reads nothing.
+        if let Err(refused) = auth::host_allowed(options, &request) {
+            return pages::refusal(self, refused);
+        }
         let rest = rest.to_owned();
         let method = request.method().clone();
         match (method, rest.as_str()) {
             (Method::GET, "/assets/app.css") => pages::asset("text/css; charset=utf-8", pages::APP_CSS),
             (Method::GET, "/assets/favicon.svg") => pages::asset("image/svg+xml", pages::FAVICON),
             (Method::GET, "/assets/app.js") => pages::asset("text/javascript; charset=utf-8", pages::APP_JS),
-            (Method::GET, "/login") => pages::login(self, &request, None),
-            (Method::POST, "/login") => auth::login(self, &request),
-            (Method::POST, "/logout") => auth::logout(self, &request),
-            (Method::GET | Method::HEAD, "/") => match self.reader(&request) {
+            (Method::GET, "/login") => pages::login(self, None),
+            (Method::POST, "/login") => self.sign_in(&request).await,
+            (Method::POST, "/logout") => self.sign_out(&request).await,
+            (Method::GET | Method::HEAD, "/") => match self.reader(&request).await {
                 Ok(viewer) => pages::list(self, &request, &viewer).await,
-                Err(refused) => *refused,
+                Err(refused) => pages::refusal(self, refused),
             },
-            (Method::GET, "/changes") => match self.reader(&request) {
-                Ok(_) => live::changes(&self.inner, &request).await,
-                Err(refused) => *refused,
+            (Method::GET, "/changes") => match self.reader(&request).await {
+                Ok(viewer) => live::changes(&self.inner, &request, &viewer).await,
+                Err(refused) => pages::refusal(self, refused),
             },
             (Method::GET | Method::HEAD, rest) if rest.starts_with("/tasks/") && !rest[7..].contains('/') => {
-                match self.reader(&request) {
-                    Ok(viewer) => pages::detail(self, &request, &viewer, &rest[7..]).await,
-                    Err(refused) => *refused,
+                match self.reader(&request).await {
+                    Ok(viewer) => pages::detail(self, &viewer, &rest[7..]).await,
+                    Err(refused) => pages::refusal(self, refused),
                 }
             }
-            (Method::POST, "/actions") => match self.actor(&request) {
-                Ok(viewer) => pages::act(self, &request, &viewer).await,
-                Err(refused) => *refused,
+            (Method::POST, "/actions") => match self.actor(&request).await {
+                Ok(viewer) => {
+                    let form = params::Params::parse(request.body());
+                    let outcome = actions::act(self.admin(), &form, &viewer, options.bulk_limit).await;
+                    pages::outcome(self, &viewer, outcome)
+                }
+                Err(refused) => pages::refusal(self, refused),
             },
             (_, "/" | "/actions" | "/login" | "/logout") => {
                 pages::error(self, StatusCode::METHOD_NOT_ALLOWED, "That method is not allowed here.")
@@ -206,32 +253,61 @@ impl WebView {
     }
 
     /// Who reads: a token's holder, or anyone when reads are open.
-    fn reader(&self, request: &Request<Bytes>) -> Result<auth::Viewer, Refused> {
-        match auth::viewer(self, request) {
-            Some(viewer) => Ok(viewer),
-            None if self.inner.options.open_reads => Ok(auth::Viewer::anonymous()),
-            None => Err(Box::new(pages::login(self, request, Some("Sign in with a token to read this view.")))),
+    async fn reader(&self, request: &Request<Bytes>) -> Result<auth::Viewer, auth::Refusal> {
+        match auth::viewer(&self.inner.options, self.admin(), request).await {
+            Ok(Some(viewer)) => Ok(viewer),
+            Ok(None) if self.inner.options.open_reads => Ok(auth::Viewer::anonymous()),
+            Ok(None) => Err(auth::Refusal::SignIn),
+            Err(e) => Err(auth::Refusal::Store(e)),
         }
     }
 
     /// Who changes something: a token's holder, from this site, when actions are on.
-    fn actor(&self, request: &Request<Bytes>) -> Result<auth::Viewer, Refused> {
-        let refuse = |status, message| Err(Box::new(pages::error(self, status, message)));
+    async fn actor(&self, request: &Request<Bytes>) -> Result<auth::Viewer, auth::Refusal> {
         if self.inner.options.read_only {
-            return refuse(StatusCode::FORBIDDEN, "This view is read-only.");
+            return Err(auth::Refusal::ReadOnly);
         }
-        let Some(viewer) = auth::viewer(self, request) else {
-            return refuse(StatusCode::UNAUTHORIZED, "Sign in with a token to change anything.");
+        let viewer = match auth::viewer(&self.inner.options, self.admin(), request).await {
+            Ok(Some(viewer)) => viewer,
+            Ok(None) => return Err(auth::Refusal::NoToken),
+            Err(e) => return Err(auth::Refusal::Store(e)),
         };
         if !auth::same_site(request, viewer.by_header) {
-            return refuse(StatusCode::FORBIDDEN, "Refused: the request came from another site.");
+            return Err(auth::Refusal::CrossSite);
         }
         Ok(viewer)
     }
 
-    /// What the store looks like now, for a page to follow (see `live`).
-    async fn live_id(&self) -> Option<String> {
-        live::current(&self.inner).await
+    /// `POST /login`: a form with the token; starts a session and goes to the list.
+    async fn sign_in(&self, request: &Request<Bytes>) -> Response<Bytes> {
+        if !auth::same_site(request, false) {
+            return pages::refusal(self, auth::Refusal::CrossSite);
+        }
+        let form = params::Params::parse(request.body());
+        let secret = form.get("token").unwrap_or_default();
+        match auth::sign_in(&self.inner.options, self.admin(), secret).await {
+            Ok(Some((id, _operator))) => {
+                pages::redirect(self, "/", Some(auth::cookie(&self.inner.options, request, Some(&id))))
+            }
+            Ok(None) => pages::login(self, Some("That token is not one this view accepts.")),
+            Err(e) => pages::refusal(self, auth::Refusal::Store(e)),
+        }
+    }
+
+    /// `POST /logout`: ends the session in the store (on every worker) and clears the cookie.
+    async fn sign_out(&self, request: &Request<Bytes>) -> Response<Bytes> {
+        if !auth::same_site(request, false) {
+            return pages::refusal(self, auth::Refusal::CrossSite);
+        }
+        if let Err(e) = auth::sign_out(self.admin(), request).await {
+            return pages::refusal(self, auth::Refusal::Store(e));
+        }
+        pages::redirect(self, "/login", Some(auth::cookie(&self.inner.options, request, None)))
+    }
+
+    /// The id of what `viewer` may see of the store now, for a page to follow (see `live`).
+    async fn live_id(&self, viewer: &auth::Viewer) -> Option<String> {
+        live::current(&self.inner, viewer.principals.as_deref()).await
     }
 
     /// The counts a list page shows for `query`'s principal scope. Counting reads every row of
@@ -277,6 +353,27 @@ impl WebView {
             }
         });
         Ok(stale)
+    }
+
+    /// The chart's minutes for `principals`' scope, read at most every `ACTIVITY_FRESH`.
+    async fn activity(
+        &self,
+        principals: Option<&[String]>,
+        now_ms: u64,
+    ) -> Result<mcp_tasks::admin::query::Activity, mcp_tasks::admin::AdminError> {
+        let key = principals.map(<[String]>::to_vec);
+        {
+            let cached = self.inner.activity.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((activity, at)) = cached.get(&key)
+                && at.elapsed() < ACTIVITY_FRESH
+            {
+                return Ok(activity.clone());
+            }
+        }
+        let activity = self.inner.admin.activity(principals, now_ms).await?;
+        let mut cached = self.inner.activity.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cached.insert(key, (activity.clone(), std::time::Instant::now()));
+        Ok(activity)
     }
 
     fn admin(&self) -> &Admin {

@@ -3,14 +3,15 @@
 use askama::Template;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use mcp_tasks::admin::query::{Overview, STATUSES, TaskQuery};
-use mcp_tasks::admin::{AdminError, Applied};
+use mcp_tasks::admin::AdminError;
+use mcp_tasks::admin::query::{Overview, STATUSES};
 use mcp_tasks::protocol::{Actor, HistoryEntry, HistoryEvent, TaskRecord, TaskStatus};
-use mcp_tasks::store::AdminOutcome;
+use mcp_tasks::store::{TaskOutcome, TaskResult};
 
 use crate::WebView;
-use crate::auth::{Viewer, redirect};
-use crate::params::{Filters, Params, show_time};
+use crate::actions::{Act, Confirm, Outcome, visible};
+use crate::auth::{Refusal, Viewer};
+use crate::params::{Filters, Params, When, show_time};
 
 /// The stylesheet, embedded.
 pub(crate) const APP_CSS: &str = include_str!("../assets/app.css");
@@ -60,6 +61,14 @@ struct ErrorPage {
     message: String,
 }
 
+/// The page for a request sent to a host the view does not answer: no frame, no stylesheet, no
+/// script, nothing that would ask that host for more.
+#[derive(Template)]
+#[template(path = "refused.html")]
+struct RefusedPage {
+    message: String,
+}
+
 #[derive(Template)]
 #[template(path = "login.html")]
 struct LoginPage {
@@ -74,8 +83,8 @@ struct Row {
     tool: String,
     principal: String,
     message: String,
-    created: String,
-    updated: String,
+    created: When,
+    updated: When,
 }
 
 /// One count of the list's header.
@@ -101,11 +110,13 @@ struct ListPage {
     first_page: bool,
     can_act: bool,
     statuses: Vec<(&'static str, bool)>,
+    /// The last hour's chart, when the store could count it.
+    chart: Option<crate::chart::Chart>,
 }
 
 /// One entry of a detail page's timeline.
 struct Moment {
-    at: String,
+    at: When,
     event: String,
     detail: String,
 }
@@ -127,15 +138,15 @@ struct TaskView {
     message: String,
     tool: String,
     principal: String,
-    created: String,
-    updated: String,
+    created: When,
+    updated: When,
     ttl: String,
     poll: String,
     attempt: u32,
     resumable: bool,
     checkpoint: Option<String>,
     waiting_for: Vec<String>,
-    waiting_since: Option<String>,
+    waiting_since: Option<When>,
     payload_label: &'static str,
     payload: Option<String>,
     payload_hidden: bool,
@@ -158,8 +169,17 @@ struct ConfirmPage {
 #[template(path = "done.html")]
 struct DonePage {
     frame: Frame,
-    lines: Vec<String>,
+    summary: String,
+    lines: Vec<Line>,
     back: String,
+}
+
+/// What became of one task, as the done page lists it.
+struct Line {
+    id: String,
+    /// The outcome's name (`cancelled`, `not_found`...), for scripts and tests.
+    outcome: &'static str,
+    text: String,
 }
 
 fn html(status: StatusCode, body: String) -> Response<Bytes> {
@@ -195,10 +215,50 @@ pub(crate) fn asset(content_type: &'static str, body: &'static str) -> Response<
     response
 }
 
-/// The login form.
-pub(crate) fn login(view: &WebView, _request: &Request<Bytes>, message: Option<&str>) -> Response<Bytes> {
+/// The sign-in form.
+pub(crate) fn login(view: &WebView, message: Option<&str>) -> Response<Bytes> {
     let status = if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
+    // Without tokens nobody can sign in: say so rather than ask for one.
+    let message = if view.options().tokens.is_empty() {
+        Some("This view accepts no token: its application configured none, so nobody can sign in.")
+    } else {
+        message
+    };
     render(status, &LoginPage { frame: Frame::new(view, "Sign in", None), message: message.map(str::to_owned) })
+}
+
+/// A 303 to `path` (under the prefix), optionally setting a cookie.
+pub(crate) fn redirect(view: &WebView, path: &str, cookie: Option<String>) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::new());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(location) = HeaderValue::from_str(&view.href(path)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    if let Some(cookie) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// The page that says why a request was refused.
+pub(crate) fn refusal(view: &WebView, refusal: Refusal) -> Response<Bytes> {
+    match refusal {
+        Refusal::SignIn => login(view, Some("Sign in with a token to read this view.")),
+        Refusal::NoToken => error(view, StatusCode::UNAUTHORIZED, "Sign in with a token to change anything."),
+        Refusal::ReadOnly => error(view, StatusCode::FORBIDDEN, "This view is read-only."),
+        Refusal::CrossSite => error(view, StatusCode::FORBIDDEN, "Refused: the request came from another site."),
+        Refusal::Host(host) => {
+            let shown = if host.is_empty() { "no host".to_owned() } else { format!("the host {host:?}") };
+            let message = format!(
+                "Refused: this request was sent to {shown}, and this view answers only this machine's own names \
+                 (localhost, 127.0.0.1, [::1]) and the hosts its operator allowed. Behind a proxy, allow the \
+                 name the browser uses (mcp-tasks web --allowed-host, allowed_hosts in Python, allowedHosts in \
+                 TypeScript, WebOptions::allowed_hosts in Rust)."
+            );
+            render(StatusCode::FORBIDDEN, &RefusedPage { message })
+        }
+        Refusal::Store(e) => store_error(view, &e),
+    }
 }
 
 fn now_ms() -> u64 {
@@ -210,7 +270,7 @@ pub(crate) async fn list(view: &WebView, request: &Request<Bytes>, viewer: &View
     let params = Params::parse(request.uri().query().unwrap_or_default().as_bytes());
     let filters = Filters::from_params(&params);
     // Before the reads: a change after this shows as an event.
-    let live = view.live_id().await;
+    let live = view.live_id(viewer).await;
     let now = now_ms();
     let query = filters.query(viewer.principals.clone(), now);
     let overview = match view.overview(&query).await {
@@ -221,6 +281,8 @@ pub(crate) async fn list(view: &WebView, request: &Request<Bytes>, viewer: &View
         Ok(page) => page,
         Err(e) => return store_error(view, &e),
     };
+    // The chart is a picture beside the list: a store that cannot count it leaves it out.
+    let chart = view.activity(viewer.principals.as_deref(), now).await.ok().map(|a| crate::chart::Chart::of(&a));
     let filter_query = filters.to_query();
     let next = page.next.map(|cursor| {
         let after = format!("after={}", crate::params::encode(&cursor.encode()));
@@ -247,6 +309,7 @@ pub(crate) async fn list(view: &WebView, request: &Request<Bytes>, viewer: &View
         next,
         can_act: can_act(view, viewer),
         statuses,
+        chart,
         filter_query,
         filters,
     };
@@ -274,20 +337,15 @@ fn row(task: &TaskRecord) -> Row {
         tool: task.tool.clone(),
         principal: task.principal.clone(),
         message: task.status_message.clone().unwrap_or_default(),
-        created: show_time(task.created_at_ms),
-        updated: show_time(task.updated_at_ms),
+        created: When::at(task.created_at_ms),
+        updated: When::at(task.updated_at_ms),
     }
 }
 
-/// True when `viewer` may see `task` (a token limited to principals sees only theirs).
-fn visible(viewer: &Viewer, task: &TaskRecord) -> bool {
-    viewer.principals.as_ref().is_none_or(|principals| principals.contains(&task.principal))
-}
-
 /// A task's detail and history.
-pub(crate) async fn detail(view: &WebView, request: &Request<Bytes>, viewer: &Viewer, id: &str) -> Response<Bytes> {
+pub(crate) async fn detail(view: &WebView, viewer: &Viewer, id: &str) -> Response<Bytes> {
     let id = crate::params::decode(id);
-    let live = view.live_id().await;
+    let live = view.live_id(viewer).await;
     let task = match view.admin().show(&id).await {
         Ok(Some(task)) if visible(viewer, &task) => task,
         Ok(_) => return error(view, StatusCode::NOT_FOUND, "No such task."),
@@ -297,7 +355,6 @@ pub(crate) async fn detail(view: &WebView, request: &Request<Bytes>, viewer: &Vi
         Ok(history) => history,
         Err(e) => return store_error(view, &e),
     };
-    let _ = request;
     let waiting_since = (task.status == TaskStatus::InputRequired)
         .then(|| {
             history
@@ -305,7 +362,7 @@ pub(crate) async fn detail(view: &WebView, request: &Request<Bytes>, viewer: &Vi
                 .iter()
                 .rev()
                 .find(|e| matches!(e.event, HistoryEvent::InputRequested { .. }))
-                .map(|e| show_time(e.at_ms))
+                .map(|e| When::at(e.at_ms))
         })
         .flatten();
     let page = DetailPage {
@@ -319,7 +376,7 @@ pub(crate) async fn detail(view: &WebView, request: &Request<Bytes>, viewer: &Vi
     render(StatusCode::OK, &page)
 }
 
-fn task_view(view: &WebView, task: &TaskRecord, waiting_since: Option<String>) -> TaskView {
+fn task_view(view: &WebView, task: &TaskRecord, waiting_since: Option<When>) -> TaskView {
     let options = view.options();
     let now = now_ms();
     let ttl = match task.expires_at_ms() {
@@ -355,8 +412,8 @@ fn task_view(view: &WebView, task: &TaskRecord, waiting_since: Option<String>) -
         message: task.status_message.clone().unwrap_or_default(),
         tool: task.tool.clone(),
         principal: task.principal.clone(),
-        created: show_time(task.created_at_ms),
-        updated: show_time(task.updated_at_ms),
+        created: When::at(task.created_at_ms),
+        updated: When::at(task.updated_at_ms),
         ttl,
         poll: task.poll_interval_ms.map_or_else(|| "–".to_owned(), |ms| format!("{ms} ms")),
         attempt: task.attempt,
@@ -415,241 +472,71 @@ fn moment(entry: &HistoryEntry) -> Moment {
         HistoryEvent::Error { code } => ("error", format!("code {code}")),
         _ => ("event", String::new()),
     };
-    Moment { at: show_time(entry.at_ms), event: event.to_owned(), detail }
+    Moment { at: When::at(entry.at_ms), event: event.to_owned(), detail }
 }
 
-/// What `POST /actions` does to the tasks it names.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Act {
-    Cancel,
-    Purge,
-}
-
-impl Act {
-    fn verb(self) -> &'static str {
-        match self {
-            Self::Cancel => "cancel",
-            Self::Purge => "purge",
-        }
-    }
-
-    /// The statuses this action changes: a cancel ends live tasks, a purge deletes finished ones.
-    fn statuses(self) -> Vec<TaskStatus> {
-        match self {
-            Self::Cancel => vec![TaskStatus::Working, TaskStatus::InputRequired],
-            Self::Purge => vec![TaskStatus::Completed, TaskStatus::Failed, TaskStatus::Cancelled],
-        }
-    }
-}
-
-/// `POST /actions`: cancel or purge tasks by id, or every task matching a filter (its count
-/// shown first, then confirmed, at most the view's bulk limit); or purge finished tasks by age.
-pub(crate) async fn act(view: &WebView, request: &Request<Bytes>, viewer: &Viewer) -> Response<Bytes> {
-    let form = Params::parse(request.body());
-    let admin = view.admin();
-    let back = form.get("back").filter(|b| b.starts_with('/') && !b.starts_with("//")).unwrap_or("/").to_owned();
-    let act = match form.get("action") {
-        Some("cancel") => Act::Cancel,
-        Some("purge") if form.get("older_than").is_some() => return purge_by_age(view, admin, &form, viewer).await,
-        Some("purge") => Act::Purge,
-        _ => return error(view, StatusCode::BAD_REQUEST, "Unknown action: the form names cancel or purge."),
+/// The page for how an action ended.
+pub(crate) fn outcome(view: &WebView, viewer: &Viewer, outcome: Outcome) -> Response<Bytes> {
+    let done = |summary: String, lines: Vec<Line>, back: &str| {
+        let frame = Frame::new(view, "Done", Some(viewer));
+        render(StatusCode::OK, &DonePage { frame, summary, lines, back: view.href(back) })
     };
-    let limit = view.options().bulk_limit;
-    let ids: Vec<String> = if form.get("matching").is_some() {
-        let filters = Filters::from_params(&form);
-        let mut query = filters.query(viewer.principals.clone(), now_ms());
-        // Only tasks this action changes.
-        let changed = act.statuses();
-        query.statuses.retain(|s| changed.contains(s));
-        if query.statuses.is_empty() {
-            query.statuses = changed;
+    match outcome {
+        Outcome::Confirm(Confirm { act, count, capped, limit, filter_query, pairs }) => render(
+            StatusCode::OK,
+            &ConfirmPage {
+                frame: Frame::new(view, "Confirm", Some(viewer)),
+                action: act.verb(),
+                count,
+                capped,
+                limit,
+                filter_query,
+                pairs,
+            },
+        ),
+        Outcome::Back(back) => redirect(view, &back, None),
+        Outcome::Each { act, tasks, back } => {
+            let changed = tasks.iter().filter(|t| t.outcome.changed()).count();
+            let summary = match act {
+                Act::Cancel => format!("cancelled {changed} of {} task{}", tasks.len(), plural(tasks.len())),
+                Act::Purge => format!("purged {changed} finished task{}", plural(changed)),
+            };
+            done(summary, tasks.iter().map(line).collect(), &back)
         }
-        query.after = None;
-        let matching = match collect(admin, query, limit + 1).await {
-            Ok(ids) => ids,
-            Err(e) => return store_error(view, &e),
-        };
-        if form.get("confirm").is_none() {
-            let pairs = strip(&form, &["confirm"]);
-            return render(
-                StatusCode::OK,
-                &ConfirmPage {
-                    frame: Frame::new(view, "Confirm", Some(viewer)),
-                    action: act.verb(),
-                    count: matching.len().min(limit),
-                    capped: matching.len() > limit,
-                    limit,
-                    filter_query: filters.to_query(),
-                    pairs,
-                },
+        Outcome::PurgedByAge { count } => done(format!("purged {count} terminal tasks"), Vec::new(), "/"),
+        Outcome::Queued { seq, back } => {
+            let summary = format!(
+                "queued as request {seq} for the host that owns the store, which had not applied it yet: it \
+                 applies it at its next sweep (the tasks' histories will name you)"
             );
+            let mut page = done(summary, Vec::new(), &back);
+            *page.status_mut() = StatusCode::ACCEPTED;
+            page
         }
-        matching.into_iter().take(limit).collect()
-    } else {
-        form.all("id").map(str::to_owned).collect()
+        Outcome::Refused { forbidden, message } => {
+            error(view, if forbidden { StatusCode::FORBIDDEN } else { StatusCode::BAD_REQUEST }, &message)
+        }
+        Outcome::Store(e) => store_error(view, &e),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn line(task: &TaskResult) -> Line {
+    let (outcome, text) = match &task.outcome {
+        TaskOutcome::Cancelled => ("cancelled", "cancelled".to_owned()),
+        TaskOutcome::Purged => ("purged", "purged with its history".to_owned()),
+        TaskOutcome::AlreadyTerminal { status } => {
+            ("already_terminal", format!("already {}; unchanged", status.as_str()))
+        }
+        TaskOutcome::Unfinished { status } => {
+            ("unfinished", format!("still {}; a purge leaves unfinished tasks alone", status.as_str()))
+        }
+        TaskOutcome::NotFound => ("not_found", "no such task".to_owned()),
+        TaskOutcome::Failed { message } => ("failed", format!("not changed: {message}")),
+        _ => ("other", format!("{:?}", task.outcome)),
     };
-    if ids.is_empty() {
-        return error(view, StatusCode::BAD_REQUEST, "No task was selected.");
-    }
-    if ids.len() > limit {
-        let message = format!("At most {limit} tasks at once: {} were selected.", ids.len());
-        return error(view, StatusCode::BAD_REQUEST, &message);
-    }
-    // A token limited to principals acts on its principals' tasks only; the others are unknown to it.
-    let mut lines = Vec::new();
-    let mut allowed = Vec::with_capacity(ids.len());
-    for id in &ids {
-        match admin.show(id).await {
-            Ok(Some(task)) if visible(viewer, &task) => allowed.push(task),
-            Ok(_) => lines.push(format!("{id}: no such task")),
-            Err(e) => return store_error(view, &e),
-        }
-    }
-    match act {
-        Act::Cancel => cancel_each(admin, viewer, &allowed, &mut lines).await,
-        Act::Purge => {
-            if let Err(e) = purge_each(admin, &allowed, &mut lines).await {
-                return store_error(view, &e);
-            }
-        }
-    }
-    if ids.len() == 1 && form.get("matching").is_none() && lines.iter().all(|l| !l.contains("no such task")) {
-        // One task from its page: back to where the operator was (the list after a purge).
-        let back = if act == Act::Purge && back.starts_with("/tasks/") { "/".to_owned() } else { back };
-        return redirect(view, &back, None);
-    }
-    render(StatusCode::OK, &DonePage { frame: Frame::new(view, "Done", Some(viewer)), lines, back: view.href(&back) })
-}
-
-async fn cancel_each(admin: &mcp_tasks::admin::Admin, viewer: &Viewer, tasks: &[TaskRecord], lines: &mut Vec<String>) {
-    let operator = viewer.name.clone().unwrap_or_default();
-    for task in tasks {
-        let id = &task.id;
-        lines.push(match admin.cancel_as(id, &operator).await {
-            Ok(Applied::Done(AdminOutcome::Cancelled)) => format!("{id}: cancelled"),
-            Ok(Applied::Done(AdminOutcome::AlreadyTerminal { status })) => {
-                format!("{id}: already {}; unchanged", status.as_str())
-            }
-            Ok(Applied::Done(AdminOutcome::NotFound)) => format!("{id}: no such task"),
-            Ok(Applied::Done(other)) => format!("{id}: {other:?}"),
-            Ok(Applied::Queued { .. }) => format!("{id}: queued for the host that owns the store"),
-            Err(e) => format!("{id}: {e}"),
-        });
-    }
-}
-
-/// Deletes the finished ones of `tasks` in one request to the store (a live one is left alone,
-/// and said so).
-async fn purge_each(
-    admin: &mcp_tasks::admin::Admin,
-    tasks: &[TaskRecord],
-    lines: &mut Vec<String>,
-) -> Result<(), AdminError> {
-    let (finished, live): (Vec<&TaskRecord>, Vec<&TaskRecord>) = tasks.iter().partition(|t| t.status.is_terminal());
-    for task in live {
-        lines.push(format!("{}: still {}; a purge leaves unfinished tasks alone", task.id, task.status.as_str()));
-    }
-    if finished.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<String> = finished.iter().map(|t| t.id.clone()).collect();
-    lines.push(match admin.purge_tasks(&ids).await? {
-        Applied::Done(AdminOutcome::Purged { count }) => {
-            format!("purged {count} finished task{}", if count == 1 { "" } else { "s" })
-        }
-        Applied::Done(other) => format!("{other:?}"),
-        Applied::Queued { .. } => "queued for the host that owns the store".to_owned(),
-    });
-    Ok(())
-}
-
-/// Ids of the tasks `query` selects, page by page, at most `most`.
-async fn collect(
-    admin: &mcp_tasks::admin::Admin,
-    mut query: TaskQuery,
-    most: usize,
-) -> Result<Vec<String>, AdminError> {
-    let mut ids = Vec::new();
-    query.limit = mcp_tasks::admin::query::MAX_PAGE;
-    loop {
-        let page = admin.page(&query).await?;
-        ids.extend(page.tasks.into_iter().map(|t| t.id));
-        match page.next {
-            Some(next) if ids.len() < most => query.after = Some(next),
-            _ => break,
-        }
-    }
-    ids.truncate(most);
-    Ok(ids)
-}
-
-/// The form's pairs without `names`, to carry into a confirmation.
-fn strip(form: &Params, names: &[&str]) -> Vec<(String, String)> {
-    let mut pairs = Vec::new();
-    for name in [
-        "action",
-        "matching",
-        "back",
-        "status",
-        "tool",
-        "principal",
-        "q",
-        "id",
-        "created_from",
-        "created_until",
-        "updated_from",
-        "updated_until",
-        "expiring",
-    ] {
-        if names.contains(&name) {
-            continue;
-        }
-        for value in form.all(name) {
-            pairs.push((name.to_owned(), value.to_owned()));
-        }
-    }
-    pairs
-}
-
-/// `action=purge&older_than=`: terminal tasks last changed more than `older_than` (30s, 15m, 2h,
-/// 7d) ago, as the CLI's purge.
-async fn purge_by_age(
-    view: &WebView,
-    admin: &mcp_tasks::admin::Admin,
-    form: &Params,
-    viewer: &Viewer,
-) -> Response<Bytes> {
-    if viewer.principals.is_some() {
-        return error(view, StatusCode::FORBIDDEN, "A token limited to principals cannot purge the whole store.");
-    }
-    let Some(age) = form.get("older_than").and_then(parse_age) else {
-        return error(view, StatusCode::BAD_REQUEST, "Purge needs an age: 30s, 15m, 2h or 7d.");
-    };
-    let before = now_ms().saturating_sub(age);
-    let line = match admin.purge(before).await {
-        Ok(Applied::Done(AdminOutcome::Purged { count })) => format!("purged {count} terminal tasks"),
-        Ok(Applied::Done(other)) => format!("{other:?}"),
-        Ok(Applied::Queued { .. }) => "queued for the host that owns the store".to_owned(),
-        Err(e) => return store_error(view, &e),
-    };
-    render(
-        StatusCode::OK,
-        &DonePage { frame: Frame::new(view, "Done", Some(viewer)), lines: vec![line], back: view.href("/") },
-    )
-}
-
-/// `30s`, `15m`, `2h`, `7d` in ms.
-fn parse_age(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    let unit = match unit {
-        "" | "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    number.checked_mul(unit)
+    Line { id: task.task_id.clone(), outcome, text }
 }

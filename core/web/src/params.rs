@@ -165,10 +165,26 @@ impl Filters {
     }
 }
 
-/// A time for a page: RFC 3339 to the second, UTC.
+/// A time for a page: RFC 3339 to the second, UTC, saying so.
 pub(crate) fn show_time(ms: u64) -> String {
     let full = format_ms(ms);
-    format!("{} {}", &full[..10], &full[11..19])
+    format!("{} {} UTC", &full[..10], &full[11..19])
+}
+
+/// A time a page shows in a `<time>` element: its text in UTC, and the instant for the page's
+/// script, which shows it in the browser's zone when the operator asks.
+#[derive(Clone, Debug)]
+pub(crate) struct When {
+    /// RFC 3339, for `datetime`.
+    pub(crate) iso: String,
+    /// `2026-12-05 10:30:00 UTC`.
+    pub(crate) text: String,
+}
+
+impl When {
+    pub(crate) fn at(ms: u64) -> Self {
+        Self { iso: format_ms(ms), text: show_time(ms) }
+    }
 }
 
 #[cfg(test)]

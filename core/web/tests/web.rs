@@ -71,12 +71,13 @@ async fn fixture() -> Fixture {
     Fixture { _dir: dir, url, engine, ids, _running: running }
 }
 
+fn tokens() -> Vec<Token> {
+    vec![Token::new("ana", SECRET, None), Token::new("bob-ops", BOB_SECRET, Some(vec!["bob".into()]))]
+}
+
+/// A view as `mcp-tasks web` serves it on loopback: reads open, to this machine's names only.
 fn options() -> WebOptions {
-    WebOptions {
-        prefix: "/tasks".into(),
-        tokens: vec![Token::new("ana", SECRET, None), Token::new("bob-ops", BOB_SECRET, Some(vec!["bob".into()]))],
-        ..WebOptions::default()
-    }
+    WebOptions { prefix: "/tasks".into(), tokens: tokens(), open_reads: true, ..WebOptions::default() }
 }
 
 async fn view(f: &Fixture, options: WebOptions) -> WebView {
@@ -213,6 +214,7 @@ async fn actions_need_a_token_from_this_site_and_name_the_operator() {
     assert_eq!(login.status(), StatusCode::SEE_OTHER);
     let cookie = login.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/tasks"));
+    assert!(!cookie.contains(SECRET) && !cookie.contains("Secure"), "a session id, over plain HTTP: {cookie}");
     let cookie = cookie.split(';').next().unwrap().to_owned();
     let bad_login = view.handle(post("/tasks/login", "token=guess", &[("sec-fetch-site", "same-origin")])).await;
     assert_eq!(bad_login.status(), StatusCode::UNAUTHORIZED);
@@ -263,7 +265,7 @@ async fn everything_matching_is_counted_then_confirmed_and_a_limited_token_sees_
             .handle(post("/tasks/actions", &format!("action=cancel&id={alice}&id={}", f.ids[1]), &[(name, &value)]))
             .await,
     );
-    assert!(refused.contains(&format!("{alice}: no such task")), "{refused}");
+    assert!(refused.contains(&format!(r#"<li data-id="{alice}" data-outcome="not_found">"#)), "{refused}");
     assert_eq!(f.engine.get("alice", &alice).await.unwrap().task.status, TaskStatus::InputRequired);
     let purge = view.handle(post("/tasks/actions", "action=purge&older_than=0s", &[(name, &value)])).await;
     assert_eq!(purge.status(), StatusCode::FORBIDDEN);
@@ -378,7 +380,9 @@ async fn purges_take_one_task_a_selection_or_every_finished_task_matching_and_le
     let form = format!("action=purge&id={done}&id={working}&back=/");
     let answer = body(&view.handle(post("/tasks/actions", &form, &[(name, &value)])).await);
     assert!(
-        answer.contains("purged 1 finished task<") && answer.contains(&format!("{working}: still working")),
+        answer.contains("purged 1 finished task<")
+            && answer.contains(&format!(r#"<li data-id="{working}" data-outcome="unfinished">"#))
+            && answer.contains(&format!(r#"<li data-id="{done}" data-outcome="purged">"#)),
         "{answer}"
     );
     assert!(admin.show(&done).await.unwrap().is_none());
@@ -394,4 +398,328 @@ async fn purges_take_one_task_a_selection_or_every_finished_task_matching_and_le
     assert!(done.contains("purged 1 finished task<"), "{done}");
     assert!(admin.show(&failed).await.unwrap().is_none());
     assert_eq!(admin.show(&f.ids[3]).await.unwrap().unwrap().status, TaskStatus::Working, "bob's live task stays");
+}
+
+/// `request` with `name: value` added.
+fn with(mut request: Request<Bytes>, name: &'static str, value: &str) -> Request<Bytes> {
+    request.headers_mut().insert(name, value.parse().unwrap());
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_reads_only_with_a_token_unless_its_application_opens_reads() {
+    let f = fixture().await;
+    // The embedded mount as docs/operating.md shows it, reached under a public name.
+    let view = view(&f, WebOptions { prefix: "/tasks".into(), tokens: tokens(), ..WebOptions::default() }).await;
+    for path in ["/tasks/", &format!("/tasks/tasks/{}", f.ids[0]), "/tasks/changes?since=x"] {
+        let page = view.handle(with(get(path), "host", "app.example.com")).await;
+        assert_eq!(page.status(), StatusCode::UNAUTHORIZED, "{path}");
+        let html = body(&page);
+        assert!(html.contains("name=\"token\"") && f.ids.iter().all(|id| !html.contains(id.as_str())), "{html}");
+    }
+    let (name, value) = bearer(SECRET);
+    let page = view.handle(with(with(get("/tasks/"), "host", "app.example.com"), name, &value)).await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(row_ids(&body(&page)).len(), 6);
+    // Without any token nobody reads, and the sign-in form says why.
+    let none = view_with(&f, WebOptions { prefix: "/tasks".into(), ..WebOptions::default() }).await;
+    let page = none.handle(get("/tasks/")).await;
+    assert_eq!(page.status(), StatusCode::UNAUTHORIZED);
+    assert!(body(&page).contains("accepts no token"), "{}", body(&page));
+}
+
+async fn view_with(f: &Fixture, options: WebOptions) -> WebView {
+    view(f, options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_reads_answer_only_this_machines_names_and_the_allowed_hosts() {
+    let f = fixture().await;
+    let view = view(&f, options()).await;
+    // DNS rebinding: a page on evil.example whose name now points at 127.0.0.1.
+    for path in ["/tasks/", "/tasks/login", "/tasks/changes", &format!("/tasks/tasks/{}", f.ids[2])] {
+        let page = view.handle(with(get(path), "host", "evil.example:8765")).await;
+        assert_eq!(page.status(), StatusCode::FORBIDDEN, "{path}");
+        let html = body(&page);
+        assert!(html.contains("this view answers only this machine") && html.contains("evil.example:8765"), "{html}");
+        assert!(f.ids.iter().all(|id| !html.contains(id.as_str())));
+    }
+    let login = post("/tasks/login", &format!("token={SECRET}"), &[("sec-fetch-site", "same-origin")]);
+    let login = view.handle(with(login, "host", "evil.example")).await;
+    assert_eq!(login.status(), StatusCode::FORBIDDEN);
+    assert!(login.headers().get(header::SET_COOKIE).is_none());
+    let no_host = view.handle(Request::get("/tasks/").body(Bytes::new()).unwrap()).await;
+    assert_eq!(no_host.status(), StatusCode::FORBIDDEN);
+    for host in ["localhost:8765", "[::1]:8765", "127.0.0.2"] {
+        assert_eq!(view.handle(with(get("/tasks/"), "host", host)).await.status(), StatusCode::OK, "{host}");
+    }
+    // Behind a proxy: the name the browser uses, allowed by the operator.
+    let proxied = view_with(&f, WebOptions { allowed_hosts: vec!["tasks.example.com".into()], ..options() }).await;
+    assert_eq!(proxied.handle(with(get("/tasks/"), "host", "tasks.example.com")).await.status(), StatusCode::OK);
+    assert_eq!(proxied.handle(with(get("/tasks/"), "host", "evil.example")).await.status(), StatusCode::FORBIDDEN);
+    // Allowed hosts are checked with reads closed too.
+    let closed =
+        view_with(&f, WebOptions { open_reads: false, allowed_hosts: vec!["tasks.example.com".into()], ..options() })
+            .await;
+    let (name, value) = bearer(SECRET);
+    let foreign = closed.handle(with(with(get("/tasks/"), "host", "evil.example"), name, &value)).await;
+    assert_eq!(foreign.status(), StatusCode::FORBIDDEN);
+}
+
+/// Signs in on `view` and answers the `Set-Cookie` header.
+async fn sign_in(view: &WebView, request: Request<Bytes>) -> String {
+    let answer = view.handle(request).await;
+    assert_eq!(answer.status(), StatusCode::SEE_OTHER, "{}", body(&answer));
+    answer.headers()[header::SET_COOKIE].to_str().unwrap().to_owned()
+}
+
+fn login_form(secret: &str) -> Request<Bytes> {
+    post("/tasks/login", &format!("token={secret}"), &[("sec-fetch-site", "same-origin")])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_live_in_the_store_end_on_sign_out_everywhere_expire_and_are_secure_over_https() {
+    let f = fixture().await;
+    let closed = || WebOptions { open_reads: false, ..options() };
+    let worker_a = view(&f, closed()).await;
+    let worker_b = view(&f, closed()).await;
+    let set = sign_in(&worker_a, login_form(SECRET)).await;
+    assert!(set.contains("Max-Age=28800") && !set.contains(SECRET), "{set}");
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let id = cookie.split('=').nth(1).unwrap();
+    assert_eq!(id.len(), 64, "a random id: {cookie}");
+    // Another worker over the same store knows the session.
+    let page = worker_b.handle(with(get("/tasks/"), "cookie", &cookie)).await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(body(&page).contains("signed in as <b>ana</b>"));
+    // A made-up id, or the secret itself as a cookie, is no session.
+    let guess = format!("mcp_tasks_web={}", "0".repeat(64));
+    assert_eq!(worker_b.handle(with(get("/tasks/"), "cookie", &guess)).await.status(), StatusCode::UNAUTHORIZED);
+    let raw = format!("mcp_tasks_web={SECRET}");
+    assert_eq!(worker_b.handle(with(get("/tasks/"), "cookie", &raw)).await.status(), StatusCode::UNAUTHORIZED);
+
+    // Signing out on B ends it on A too.
+    let out =
+        worker_b.handle(post("/tasks/logout", "", &[("cookie", &cookie), ("sec-fetch-site", "same-origin")])).await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    assert!(out.headers()[header::SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+    assert_eq!(worker_a.handle(with(get("/tasks/"), "cookie", &cookie)).await.status(), StatusCode::UNAUTHORIZED);
+    let cancel = post(
+        "/tasks/actions",
+        &format!("action=cancel&id={}", f.ids[2]),
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+    );
+    assert_eq!(worker_a.handle(cancel).await.status(), StatusCode::UNAUTHORIZED, "an ended session acts on nothing");
+
+    // A token taken out of the file ends its sessions.
+    let set = sign_in(&worker_a, login_form(BOB_SECRET)).await;
+    let bobs = set.split(';').next().unwrap().to_owned();
+    let without_bob = view(&f, WebOptions { tokens: vec![Token::new("ana", SECRET, None)], ..closed() }).await;
+    assert_eq!(without_bob.handle(with(get("/tasks/"), "cookie", &bobs)).await.status(), StatusCode::UNAUTHORIZED);
+
+    // Sessions expire.
+    let short = view(&f, WebOptions { session_ttl: std::time::Duration::from_millis(200), ..closed() }).await;
+    let set = sign_in(&short, login_form(SECRET)).await;
+    let brief = set.split(';').next().unwrap().to_owned();
+    assert_eq!(short.handle(with(get("/tasks/"), "cookie", &brief)).await.status(), StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(short.handle(with(get("/tasks/"), "cookie", &brief)).await.status(), StatusCode::UNAUTHORIZED);
+
+    // Secure over HTTPS: said by the face, or by the proxy header the operator named (and only then).
+    let mut over_tls = login_form(SECRET);
+    over_tls.extensions_mut().insert(mcp_tasks_web::ViaHttps);
+    assert!(sign_in(&worker_a, over_tls).await.contains("; Secure"));
+    let forwarded = with(login_form(SECRET), "x-forwarded-proto", "https");
+    assert!(!sign_in(&worker_a, forwarded).await.contains("Secure"), "an unnamed header is not trusted");
+    let proxied = view(&f, WebOptions { forwarded_proto_header: Some("x-forwarded-proto".into()), ..closed() }).await;
+    let forwarded = with(login_form(SECRET), "x-forwarded-proto", "https");
+    assert!(sign_in(&proxied, forwarded).await.contains("; Secure"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_goes_back_to_this_views_pages_only_and_a_failed_action_says_so() {
+    let f = fixture().await;
+    let (name, value) = bearer(SECRET);
+    for prefix in ["", "/tasks"] {
+        let view = view(&f, WebOptions { prefix: prefix.into(), ..options() }).await;
+        for back in ["/\\evil.example", "//evil.example", "https://evil.example/", "/%5Cevil.example"] {
+            // An already finished task: the action changes nothing, and the page says why.
+            let form = format!("action=cancel&id={}&back={}", f.ids[0], urlencode(back));
+            let answer = view.handle(post(&format!("{prefix}/actions"), &form, &[(name, &value)])).await;
+            assert_eq!(answer.status(), StatusCode::OK, "{back}");
+            let html = body(&answer);
+            assert!(html.contains(r#"data-outcome="already_terminal""#), "{html}");
+            assert!(html.contains(&format!(r#"<a href="{prefix}/">Back</a>"#)), "{back}: {html}");
+        }
+        // A change that works goes back, to this view's own page only.
+        let form = format!("action=cancel&id={}&back={}", f.ids[2 + prefix.len().min(1)], urlencode("/\\evil.example"));
+        let answer = view.handle(post(&format!("{prefix}/actions"), &form, &[(name, &value)])).await;
+        assert_eq!(answer.status(), StatusCode::SEE_OTHER, "{}", body(&answer));
+        assert_eq!(answer.headers()[header::LOCATION], format!("{prefix}/"));
+    }
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes().map(|b| format!("%{b:02X}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_are_cancelled_in_one_request_with_an_outcome_each_and_the_operator_in_every_history() {
+    let f = fixture().await;
+    let mut ids = Vec::new();
+    let mut running = Vec::new();
+    for n in 0..300 {
+        let (t, ctx) = f.engine.create_task(["alice", "bob"][n % 2], "bulk", TaskOptions::default()).await.unwrap();
+        ids.push(t.task.task_id);
+        running.push(ctx);
+    }
+    let view = view(&f, options()).await;
+    let (name, value) = bearer(SECRET);
+    let mut form: String = ids.iter().map(|id| format!("id={id}&")).collect();
+    form.push_str(&format!("id={}&id=no-such-task&action=cancel", f.ids[0]));
+    let started = std::time::Instant::now();
+    let answer = view.handle(post("/tasks/actions", &form, &[(name, &value)])).await;
+    let took = started.elapsed();
+    let html = body(&answer);
+    assert_eq!(answer.status(), StatusCode::OK, "{html}");
+    assert_eq!(html.matches(r#"data-outcome="cancelled""#).count(), 300, "{html}");
+    assert!(html.contains(&format!(r#"<li data-id="{}" data-outcome="already_terminal">"#, f.ids[0])));
+    assert!(html.contains(r#"<li data-id="no-such-task" data-outcome="not_found">"#));
+    assert!(html.contains("cancelled 300 of 302 tasks"), "{html}");
+    // One request to the host, applied together: not a sweep per task (the figure is the
+    // benchmark's; this only says it is not one per second).
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+    let admin = Admin::open(&f.url).await.unwrap();
+    for id in &ids {
+        assert_eq!(admin.show(id).await.unwrap().unwrap().status, TaskStatus::Cancelled);
+        let history = admin.history(id).await.unwrap();
+        assert!(
+            history
+                .entries
+                .iter()
+                .any(|e| e.event == HistoryEvent::CancelRequested { by: Actor::Operator("ana".into()) }),
+            "{history:?}"
+        );
+    }
+    // A limited token's request names others' tasks: they are unknown to it, and unchanged.
+    let fresh: Vec<String> = {
+        let mut fresh = Vec::new();
+        for principal in ["alice", "bob"] {
+            let (t, ctx) = f.engine.create_task(principal, "bulk", TaskOptions::default()).await.unwrap();
+            fresh.push(t.task.task_id);
+            running.push(ctx);
+        }
+        fresh
+    };
+    let (name, value) = bearer(BOB_SECRET);
+    let form = format!("action=cancel&id={}&id={}", fresh[0], fresh[1]);
+    let html = body(&view.handle(post("/tasks/actions", &form, &[(name, &value)])).await);
+    assert!(html.contains(&format!(r#"<li data-id="{}" data-outcome="not_found">"#, fresh[0])), "{html}");
+    assert!(html.contains(&format!(r#"<li data-id="{}" data-outcome="cancelled">"#, fresh[1])), "{html}");
+    assert_eq!(admin.show(&fresh[0]).await.unwrap().unwrap().status, TaskStatus::Working);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_worker_holds_a_pages_changes_and_a_limited_token_hears_of_its_principals_only() {
+    let mut f = fixture().await;
+    let worker_a = view(&f, options()).await;
+    let worker_b = view(&f, options()).await;
+    let page = body(&worker_a.handle(get("/tasks/")).await);
+    let id = since(&page);
+    // The id is the store's: B holds A's page's request instead of answering "changed" at once.
+    let held = tokio::spawn({
+        let worker_b = worker_b.clone();
+        let id = id.clone();
+        async move { worker_b.handle(get(&format!("/tasks/changes?since={id}"))).await }
+    });
+    // And bob-ops, following bob's tasks only, on B.
+    let (_, bobs_auth) = bearer(BOB_SECRET);
+    let bobs_page = body(&worker_a.handle(with(get("/tasks/"), "authorization", &bobs_auth)).await);
+    let bobs_id = since(&bobs_page);
+    assert_ne!(bobs_id, id, "a scope of its own");
+    let bobs = tokio::spawn({
+        let worker_b = worker_b.clone();
+        let bobs_id = bobs_id.clone();
+        let auth = bobs_auth.clone();
+        async move { worker_b.handle(with(get(&format!("/tasks/changes?since={bobs_id}")), "authorization", &auth)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(!held.is_finished() && !bobs.is_finished(), "nothing changed yet");
+    // Alice's task completes: the whole view hears of it, bob-ops does not.
+    let alices = f._running.remove(0);
+    alices.complete(json!({"content": []})).await.unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), held).await.unwrap().unwrap();
+    assert!(body(&answer).contains("event: change"), "{}", body(&answer));
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(!bobs.is_finished(), "bob-ops learns nothing of alice's tasks");
+    // Bob's task changes: now bob-ops hears.
+    let bobs_work = f._running.remove(0);
+    bobs_work.set_status_message("bob's news").await.unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), bobs).await.unwrap().unwrap();
+    assert!(body(&answer).contains("event: change"), "{}", body(&answer));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_changes_are_bounded_per_process_and_per_operator() {
+    let f = fixture().await;
+    let view = view(&f, WebOptions { max_held: 5, ..options() }).await;
+    let id = since(&body(&view.handle(get("/tasks/")).await));
+    let hold = |auth: Option<String>| {
+        let view = view.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let request = get(&format!("/tasks/changes?since={id}"));
+            let request = match auth {
+                Some(auth) => with(request, "authorization", &auth),
+                None => request,
+            };
+            view.handle(request).await
+        })
+    };
+    // Four anonymous readers are held; the fifth is answered at once, told to ask later.
+    let held: Vec<_> = (0..4).map(|_| hold(None)).collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(held.iter().all(|h| !h.is_finished()));
+    let fifth = tokio::time::timeout(std::time::Duration::from_secs(2), hold(None)).await.unwrap().unwrap();
+    assert_eq!(fifth.status(), StatusCode::OK);
+    assert!(body(&fifth).starts_with("retry: 5000\n:"), "{}", body(&fifth));
+    // Another operator is held until the process's bound (five), then answered at once too.
+    let (_, auth) = bearer(SECRET);
+    let ana = hold(Some(auth.clone()));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!ana.is_finished());
+    let over = tokio::time::timeout(std::time::Duration::from_secs(2), hold(Some(auth))).await.unwrap().unwrap();
+    assert!(body(&over).starts_with("retry: 5000\n:"), "{}", body(&over));
+    for h in held {
+        h.abort();
+    }
+    ana.abort();
+}
+
+/// The chart's `data-total` of `series`.
+fn chart_total(html: &str, series: &str) -> u64 {
+    let marker = format!(r#"data-series="{series}" data-total=""#);
+    html.split(&marker).nth(1).expect("the series").split('"').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_charts_the_last_hour_per_minute_and_shows_times_with_their_zone() {
+    let f = fixture().await;
+    let view = view(&f, options()).await;
+    let html = body(&view.handle(get("/tasks/")).await);
+    assert!(html.contains(r#"<figure class="activity" id="activity">"#), "{html}");
+    assert_eq!(
+        ["created", "completed", "failed", "cancelled"].map(|s| chart_total(&html, s)),
+        [6, 1, 1, 0],
+        "six created, one completed, one failed in the last hour"
+    );
+    let points = html.split(r#"data-series="created""#).nth(1).unwrap().split("points=\"").nth(1).unwrap();
+    assert_eq!(points.split('"').next().unwrap().split(' ').count(), 60, "a point a minute");
+    assert!(!html.contains("style="), "no inline style: the policy allows none");
+    // Times say their zone, and carry their instant for the browser's.
+    assert!(html.contains(" UTC</time>") && html.contains(r#"<time datetime=""#), "{html}");
+    // A token limited to bob's tasks charts bob's only.
+    let (_, auth) = bearer(BOB_SECRET);
+    let bobs = body(&view.handle(with(get("/tasks/"), "authorization", &auth)).await);
+    assert_eq!(["created", "failed"].map(|s| chart_total(&bobs, s)), [2, 1]);
 }
