@@ -373,8 +373,11 @@ export declare class NativeToolCall {
 export declare class NativeWebView {
   /** Opens the store at `url` (as `mcp-tasks` does) and makes a view over it. */
   static open(url: string, options?: WebViewOptions | undefined | null): Promise<NativeWebView>
-  /** Answers one request: `target` is its path and query, `headers` its name-value pairs. */
-  handle(method: string, target: string, headers: Array<Array<string>>, body: Buffer): Promise<WebAnswer>
+  /**
+   * Answers one request: `target` is its path and query, `headers` its name-value pairs,
+   * `https` whether it came over TLS.
+   */
+  handle(method: string, target: string, headers: Array<Array<string>>, body: Buffer, https?: boolean | undefined | null): Promise<WebAnswer>
 }
 
 /** A task whose settling goes on on the runtime (a store that waits): `wait()` for it. */
@@ -477,8 +480,20 @@ export interface WebViewOptions {
   tokens?: string
   /** Hide and refuse every action. */
   readOnly?: boolean
-  /** Reading needs no token (default true). */
+  /**
+   * Reading needs no token (default false; then only this machine's host names and
+   * `allowed_hosts` are answered).
+   */
   openReads?: boolean
   /** Show results and error data on a task's page. */
   showPayloads?: boolean
+  /**
+   * Host names answered besides this machine's (`tasks.example.com`, `name:port`,
+   * `.example.com`), for a view behind a proxy.
+   */
+  allowedHosts?: Array<string>
+  /** The header a trusted proxy sets to the browser's scheme (`x-forwarded-proto`). */
+  forwardedProtoHeader?: string
+  /** How long a sign-in lasts, in seconds (default 8 hours). */
+  sessionTtlSeconds?: number
 }

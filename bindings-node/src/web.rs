@@ -15,10 +15,18 @@ pub struct WebViewOptions {
     pub tokens: Option<String>,
     /// Hide and refuse every action.
     pub read_only: Option<bool>,
-    /// Reading needs no token (default true).
+    /// Reading needs no token (default false; then only this machine's host names and
+    /// `allowed_hosts` are answered).
     pub open_reads: Option<bool>,
     /// Show results and error data on a task's page.
     pub show_payloads: Option<bool>,
+    /// Host names answered besides this machine's (`tasks.example.com`, `name:port`,
+    /// `.example.com`), for a view behind a proxy.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// The header a trusted proxy sets to the browser's scheme (`x-forwarded-proto`).
+    pub forwarded_proto_header: Option<String>,
+    /// How long a sign-in lasts, in seconds (default 8 hours).
+    pub session_ttl_seconds: Option<f64>,
 }
 
 /// One answer of the view.
@@ -49,25 +57,39 @@ impl NativeWebView {
             read_only: None,
             open_reads: None,
             show_payloads: None,
+            allowed_hosts: None,
+            forwarded_proto_header: None,
+            session_ttl_seconds: None,
         });
         let tokens = match &options.tokens {
             Some(text) => mcp_tasks_web::parse_tokens(text).map_err(|e| invalid(e.to_string()))?,
             None => Vec::new(),
         };
         let defaults = mcp_tasks_web::WebOptions::default();
+        let session_ttl = match options.session_ttl_seconds {
+            None => defaults.session_ttl,
+            Some(s) => std::time::Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| invalid(format!("sessionTtlSeconds {s}: a positive number of seconds")))?,
+        };
         let options = mcp_tasks_web::WebOptions {
             prefix: options.prefix.unwrap_or_default(),
             tokens,
             read_only: options.read_only.unwrap_or(defaults.read_only),
             open_reads: options.open_reads.unwrap_or(defaults.open_reads),
             show_payloads: options.show_payloads.unwrap_or(defaults.show_payloads),
+            allowed_hosts: options.allowed_hosts.unwrap_or_default(),
+            forwarded_proto_header: options.forwarded_proto_header,
+            session_ttl,
             ..defaults
         };
         let view = mcp_tasks_web::WebView::open(&url, options).await.map_err(|e| invalid(e.to_string()))?;
         Ok(Self { view })
     }
 
-    /// Answers one request: `target` is its path and query, `headers` its name-value pairs.
+    /// Answers one request: `target` is its path and query, `headers` its name-value pairs,
+    /// `https` whether it came over TLS.
     #[napi]
     pub async fn handle(
         &self,
@@ -75,12 +97,16 @@ impl NativeWebView {
         target: String,
         headers: Vec<Vec<String>>,
         body: Buffer,
+        https: Option<bool>,
     ) -> napi::Result<WebAnswer> {
         let mut request = http::Request::builder().method(method.as_str()).uri(target.as_str());
         for pair in &headers {
             if let [name, value] = pair.as_slice() {
                 request = request.header(name.as_str(), value.as_str());
             }
+        }
+        if https == Some(true) {
+            request = request.extension(mcp_tasks_web::ViaHttps);
         }
         let request =
             request.body(bytes::Bytes::copy_from_slice(&body)).map_err(|e| invalid(format!("a bad request: {e}")))?;

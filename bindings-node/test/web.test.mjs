@@ -1,6 +1,7 @@
 // The web view from Node: `webHandler` (and `TasksServer.webHandler`) serve core's pages over a
-// live TypeScript server's SQLite store through `node:http`: the list and a filter, a task's
-// history, the security headers, refused changes, read-only mode.
+// live TypeScript server's SQLite store through `node:http`: reads closed until a sign-in, a
+// session that ends on sign-out, the list and a filter, a task's history, the security headers,
+// refused changes, a refused rebound host, read-only mode.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -12,6 +13,7 @@ import { webHandler } from "../dist/server.js";
 import { callDeclaring, nodeServer } from "./servers.mjs";
 
 const SECRET = "0123456789abcdef-ana";
+const bearer = { authorization: `Bearer ${SECRET}` };
 
 async function serve(handler) {
   const server = http.createServer(handler);
@@ -35,12 +37,37 @@ test("the web view lists, shows and guards a live TypeScript server's store", as
     for (let i = 0; i < 100 && !page.includes('data-status="completed"><span class="n">1</span>'); i++) {
       await new Promise((r) => setTimeout(r, 50));
       const view = await serve(await webHandler(store, { prefix: "/tasks", tokens: `ana:${SECRET}` }));
-      page = await (await fetch(`${view.base}/tasks/`)).text();
+      page = await (await fetch(`${view.base}/tasks/`, { headers: bearer })).text();
       await view.close();
     }
     const view = await serve(await webHandler(store, { prefix: "/tasks", tokens: `ana:${SECRET}` }));
     try {
-      const list = await fetch(`${view.base}/tasks/`);
+      // Closed by default: a mount reads only with a token.
+      const closed = await fetch(`${view.base}/tasks/`);
+      assert.equal(closed.status, 401);
+      const closedHtml = await closed.text();
+      assert.ok(closedHtml.includes('name="token"') && !closedHtml.includes(slow));
+      // A sign-in gives a session (not the secret) in the cookie; signing out ends it.
+      const signed = await fetch(`${view.base}/tasks/login`, {
+        method: "POST",
+        body: new URLSearchParams({ token: SECRET }),
+        headers: { "sec-fetch-site": "same-origin" },
+        redirect: "manual",
+      });
+      assert.equal(signed.status, 303);
+      const setCookie = signed.headers.get("set-cookie");
+      assert.ok(setCookie.includes("HttpOnly") && !setCookie.includes(SECRET) && !setCookie.includes("Secure"));
+      const cookie = { cookie: setCookie.split(";")[0] };
+      assert.equal((await fetch(`${view.base}/tasks/`, { headers: cookie })).status, 200);
+      const out = await fetch(`${view.base}/tasks/logout`, {
+        method: "POST",
+        headers: { ...cookie, "sec-fetch-site": "same-origin" },
+        redirect: "manual",
+      });
+      assert.equal(out.status, 303);
+      assert.equal((await fetch(`${view.base}/tasks/`, { headers: cookie })).status, 401);
+
+      const list = await fetch(`${view.base}/tasks/`, { headers: bearer });
       assert.equal(list.status, 200);
       assert.match(list.headers.get("content-security-policy"), /^default-src 'none'.*frame-ancestors 'none'/);
       const html = await list.text();
@@ -48,12 +75,14 @@ test("the web view lists, shows and guards a live TypeScript server's store", as
       assert.ok(html.includes(`data-id="${slow}"`));
       // Live updates: a page that saw another state of the store hears of it at once.
       assert.ok(html.includes('data-url="/tasks/changes"'));
-      const event = await fetch(`${view.base}/tasks/changes`, { headers: { "last-event-id": "an-older-state" } });
+      const event = await fetch(`${view.base}/tasks/changes`, {
+        headers: { ...bearer, "last-event-id": "an-older-state" },
+      });
       assert.equal(event.headers.get("content-type"), "text/event-stream");
       assert.match(await event.text(), /^retry: 500\nid: \S+\nevent: change\n/);
-      const working = await (await fetch(`${view.base}/tasks/?status=working`)).text();
+      const working = await (await fetch(`${view.base}/tasks/?status=working`, { headers: bearer })).text();
       assert.equal(working.split('<tr data-id="').length - 1, 1);
-      const detail = await (await fetch(`${view.base}/tasks/tasks/${quick}`)).text();
+      const detail = await (await fetch(`${view.base}/tasks/tasks/${quick}`, { headers: bearer })).text();
       assert.ok(detail.includes('<span class="event">created</span>') && detail.includes('<span class="event">result</span>'));
 
       const form = new URLSearchParams({ action: "cancel", id: slow });
@@ -67,6 +96,26 @@ test("the web view lists, shows and guards a live TypeScript server's store", as
       assert.equal(cross.status, 403);
     } finally {
       await view.close();
+    }
+
+    // Open reads answer this machine's names only: a rebound name reads nothing.
+    const open = await serve(await webHandler(store, { openReads: true }));
+    try {
+      assert.equal((await fetch(`${open.base}/`)).status, 200);
+      const rebound = await new Promise((resolve, reject) => {
+        const port = new URL(open.base).port;
+        http
+          .get({ host: "127.0.0.1", port, path: "/", headers: { host: `evil.example:${port}` } }, (res) => {
+            let text = "";
+            res.on("data", (chunk) => (text += chunk));
+            res.on("end", () => resolve({ status: res.statusCode, text }));
+          })
+          .on("error", reject);
+      });
+      assert.equal(rebound.status, 403);
+      assert.ok(!rebound.text.includes(slow));
+    } finally {
+      await open.close();
     }
 
     const readOnly = await serve(await webHandler(store, { readOnly: true, tokens: `ana:${SECRET}` }));

@@ -1447,10 +1447,19 @@ export interface WebViewOptions {
   tokens?: string;
   /** Hide and refuse every action. */
   readOnly?: boolean;
-  /** Reading needs no token (default true). */
+  /** Reading needs no token (default false). With open reads, only requests sent to this machine's
+   * names (localhost, 127.0.0.1, [::1]) and `allowedHosts` are answered. */
   openReads?: boolean;
   /** Show results and error data on a task's page (hidden by default). */
   showPayloads?: boolean;
+  /** Host names answered besides this machine's (`tasks.example.com`, `name:port`, `.example.com`),
+   * for a view behind a proxy. */
+  allowedHosts?: string[];
+  /** The header a trusted proxy sets to the browser's scheme (`x-forwarded-proto`): the sign-in
+   * cookie is then `Secure` when it says https. */
+  forwardedProtoHeader?: string;
+  /** How long a sign-in lasts, in seconds (default 8 hours). */
+  sessionTtlSeconds?: number;
 }
 
 /** The most bytes of a request body the view reads (forms and logins are small). */
@@ -1475,6 +1484,9 @@ export async function webHandler(
       readOnly: options.readOnly,
       openReads: options.openReads,
       showPayloads: options.showPayloads,
+      allowedHosts: options.allowedHosts,
+      forwardedProtoHeader: options.forwardedProtoHeader,
+      sessionTtlSeconds: options.sessionTtlSeconds,
     }),
   );
   return (req, res) => {
@@ -1495,7 +1507,9 @@ export async function webHandler(
       if (refused) return;
       const headers: string[][] = [];
       for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.push([req.rawHeaders[i]!, req.rawHeaders[i + 1]!]);
-      view.handle(req.method ?? "GET", req.url ?? "/", headers, Buffer.concat(chunks)).then(
+      // A TLS socket (node:https): the session cookie is then Secure.
+      const https = (req.socket as { encrypted?: boolean }).encrypted === true;
+      view.handle(req.method ?? "GET", req.url ?? "/", headers, Buffer.concat(chunks), https).then(
         (answer) => res.writeHead(answer.status, answer.headers).end(answer.body),
         (error: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(String(error)),
       );

@@ -19,29 +19,48 @@ type Answer = (u16, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>);
 #[pymethods]
 impl PyWebView {
     /// Opens the store at `url` (as `mcp-tasks` does) and makes a view over it; `tokens` is the
-    /// text of a token file (`NAME:SECRET[:PRINCIPALS]` a line).
+    /// text of a token file (`NAME:SECRET[:PRINCIPALS]` a line). Defaults are core's
+    /// (`WebOptions::default()`): reads closed unless `open_reads`.
     #[staticmethod]
-    #[pyo3(signature = (url, *, prefix = None, tokens = None, read_only = false, open_reads = true, show_payloads = false))]
+    #[pyo3(signature = (
+        url, *, prefix = None, tokens = None, read_only = false, open_reads = None, show_payloads = false,
+        allowed_hosts = None, forwarded_proto_header = None, session_ttl_s = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
         url: String,
         prefix: Option<String>,
         tokens: Option<String>,
         read_only: bool,
-        open_reads: bool,
+        open_reads: Option<bool>,
         show_payloads: bool,
+        allowed_hosts: Option<Vec<String>>,
+        forwarded_proto_header: Option<String>,
+        session_ttl_s: Option<f64>,
     ) -> PyResult<Bound<'_, PyAny>> {
         let tokens = match tokens {
             Some(text) => mcp_tasks_web::parse_tokens(&text).map_err(|e| PyValueError::new_err(e.to_string()))?,
             None => Vec::new(),
         };
+        let defaults = mcp_tasks_web::WebOptions::default();
+        let session_ttl = match session_ttl_s {
+            None => defaults.session_ttl,
+            Some(s) => std::time::Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| PyValueError::new_err(format!("session_ttl {s}: a positive number of seconds")))?,
+        };
         let options = mcp_tasks_web::WebOptions {
             prefix: prefix.unwrap_or_default(),
             read_only,
             tokens,
-            open_reads,
+            open_reads: open_reads.unwrap_or(defaults.open_reads),
+            allowed_hosts: allowed_hosts.unwrap_or_default(),
+            forwarded_proto_header,
+            session_ttl,
             show_payloads,
-            ..mcp_tasks_web::WebOptions::default()
+            ..defaults
         };
         awaitable(py, async move {
             let view = mcp_tasks_web::WebView::open(&url, options).await.map_err(|e| match e {
@@ -52,7 +71,9 @@ impl PyWebView {
         })
     }
 
-    /// Answers one request: `target` is its path and query; returns `(status, headers, body)`.
+    /// Answers one request: `target` is its path and query, `https` whether it came over TLS
+    /// (ASGI's scheme); returns `(status, headers, body)`.
+    #[pyo3(signature = (method, target, headers, body, https = false))]
     fn handle<'py>(
         &self,
         py: Python<'py>,
@@ -60,10 +81,14 @@ impl PyWebView {
         target: &str,
         headers: Vec<(Vec<u8>, Vec<u8>)>,
         body: Vec<u8>,
+        https: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mut request = http::Request::builder().method(method).uri(target);
         for (name, value) in headers {
             request = request.header(name, value);
+        }
+        if https {
+            request = request.extension(mcp_tasks_web::ViaHttps);
         }
         let request =
             request.body(bytes::Bytes::from(body)).map_err(|e| PyValueError::new_err(format!("a bad request: {e}")))?;

@@ -183,11 +183,14 @@ class WebView:
         prefix: str | None = None,
         tokens: str | None = None,
         read_only: bool = False,
-        open_reads: bool = True,
+        open_reads: bool | None = None,
         show_payloads: bool = False,
+        allowed_hosts: list[str] | None = None,
+        forwarded_proto_header: str | None = None,
+        session_ttl_s: float | None = None,
     ) -> Awaitable[WebView]: ...
     def handle(
-        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes, https: bool = False
     ) -> Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes]]: ...
 
 @final

@@ -4,6 +4,9 @@ and its answer back. See docs/operating.md, "The web view".
 
     app = WebApp("sqlite:///var/lib/app/tasks.db", prefix="/tasks", token_file="ops.tokens")
     # Starlette: Mount("/tasks", app=app)  — the app reads the full path, prefix included.
+
+Reads are closed: every page asks for a token unless ``open_reads=True``, and a view with open
+reads answers only requests sent to this machine's names (and ``allowed_hosts``).
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ MAX_BODY = 64 * 1024
 
 class WebApp:
     """An ASGI app serving the web view of the store at ``store`` (a ``sqlite://`` or
-    ``postgres://`` URL). ``token_file`` (or ``tokens``, its text) lists who may act:
-    ``NAME:SECRET`` or ``NAME:SECRET:PRINCIPAL,...`` a line. Without tokens nothing can be
-    changed; with ``open_reads=False`` reading needs a token too. Payloads are hidden unless
+    ``postgres://`` URL). ``token_file`` (or ``tokens``, its text) lists who may read and act:
+    ``NAME:SECRET`` or ``NAME:SECRET:PRINCIPAL,...`` a line. Reading needs a token unless
+    ``open_reads`` (then only requests sent to this machine's names, or to ``allowed_hosts``
+    such as ``"tasks.example.com"``, are answered). A sign-in lasts ``session_ttl`` seconds
+    (core's default: 8 hours); its cookie is ``Secure`` over HTTPS (ASGI's scheme, or
+    ``forwarded_proto_header`` set by a trusted proxy). Payloads are hidden unless
     ``show_payloads``."""
 
     def __init__(
@@ -37,8 +43,11 @@ class WebApp:
         token_file: str | Path | None = None,
         tokens: str | None = None,
         read_only: bool = False,
-        open_reads: bool = True,
+        open_reads: bool | None = None,
         show_payloads: bool = False,
+        allowed_hosts: list[str] | None = None,
+        forwarded_proto_header: str | None = None,
+        session_ttl: float | None = None,
     ) -> None:
         if token_file is not None and tokens is not None:
             raise ValueError("pass token_file or tokens, not both")
@@ -49,6 +58,9 @@ class WebApp:
         self._read_only = read_only
         self._open_reads = open_reads
         self._show_payloads = show_payloads
+        self._allowed_hosts = list(allowed_hosts) if allowed_hosts is not None else None
+        self._forwarded_proto_header = forwarded_proto_header
+        self._session_ttl = session_ttl
         self._store = store
         self._view: _native.WebView | None = None
 
@@ -62,6 +74,9 @@ class WebApp:
                 read_only=self._read_only,
                 open_reads=self._open_reads,
                 show_payloads=self._show_payloads,
+                allowed_hosts=self._allowed_hosts,
+                forwarded_proto_header=self._forwarded_proto_header,
+                session_ttl_s=self._session_ttl,
             )
         return self._view
 
@@ -95,7 +110,8 @@ class WebApp:
             target += "?" + scope["query_string"].decode("latin-1")
         headers = [(bytes(name), bytes(value)) for name, value in scope.get("headers", [])]
         view = await self.view()
-        status, answer_headers, answer = await view.handle(scope["method"], target, headers, body)
+        https = scope.get("scheme") == "https"
+        status, answer_headers, answer = await view.handle(scope["method"], target, headers, body, https)
         await _answer(send, status, answer_headers, answer)
 
 
