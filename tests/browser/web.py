@@ -10,6 +10,15 @@ under tool `fixed`, and `churn` tasks created and finished every 200 ms), it che
   the operator in its history) and on screen;
 - a form posted from another site is refused and changes nothing;
 - a read-only view shows no action;
+- DNS rebinding reads nothing: Chromium resolves evil.example to 127.0.0.1 (--host-resolver-rules),
+  and the view refuses a page sent to that name, the sign-in form included;
+- two `mcp-tasks web` workers on one store behind a round-robin balancer: an open page stays still
+  while nothing changes (no reload loop), and still shows a completion without a reload;
+- an operator cancels 300 working tasks with "every task matching": one request, every one
+  cancelled in the store, the page listing an outcome each;
+- signing out ends the session in the store: the cookie the browser held acts on nothing after;
+- the list's chart draws four series of sixty minutes with the store's completions in them, and the
+  time switch shows times in the browser's zone (Asia/Tokyo, set over CDP) and back in UTC;
 - the console shows no Content-Security-Policy violation (nor any other error).
 On failure it saves a screenshot into target/browser/. `--screenshots DIR` also writes the list and
 a task's page there (the operating guide's pictures). `--churn N --measure K` runs the store at N churn tasks a
@@ -101,14 +110,65 @@ def cli(*args):
     return subprocess.run([str(TARGET / "debug" / "mcp-tasks"), *args], check=True, capture_output=True, text=True).stdout
 
 
+class Balancer:
+    """A round-robin HTTP balancer on loopback: each request goes to the next worker, as behind a
+    load balancer. Counts the requests per path."""
+
+    def __init__(self, workers):
+        import http.client
+        self.hits = {}
+        turn = iter(range(1 << 62))
+        lock = threading.Lock()
+        balancer = self
+
+        class Forward(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def forward(self):
+                with lock:
+                    worker = workers[next(turn) % len(workers)]
+                    path = self.path.split("?")[0]
+                    balancer.hits[path] = balancer.hits.get(path, 0) + 1
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                connection = http.client.HTTPConnection("127.0.0.1", worker, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "content-length")}
+                connection.request(self.command, self.path, body=body, headers=headers)
+                answer = connection.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                connection.close()
+
+            do_GET = do_POST = forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Forward)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self):
+        self.server.shutdown()
+
+
 class Checks:
-    def __init__(self, driver, base, read_only_base, evil_base, store, shots):
+    def __init__(self, driver, base, read_only_base, evil_base, store, shots, port=None, balancer=None):
         self.driver = driver
         self.base = base
         self.read_only_base = read_only_base
         self.evil_base = evil_base
         self.store = store
         self.shots = shots
+        self.port = port
+        self.balancer = balancer
         self.console = []
 
     def collect_console(self):
@@ -267,6 +327,105 @@ class Checks:
             assert not forms, f"{url}: {len(forms)} action elements"
         print("ok: the read-only view shows no action")
 
+    def rebinding_reads_nothing(self):
+        every = [i for ids in self.store.ids.values() for i in ids]
+        for path in ("/", "/login", f"/tasks/{self.store.ids['working'][0]}"):
+            self.go(f"http://evil.example:{self.port}{path}")
+            text = self.text("main") or ""
+            assert "answers only this machine" in text, text
+            source = self.driver.page_source
+            assert not any(i in source for i in every), f"{path}: a task id on the rebound page"
+        print("ok: a page sent to a rebound name (evil.example -> 127.0.0.1) was refused, sign-in form included")
+
+    def two_workers_keep_a_page_still(self):
+        assert self.store.say("pause") == "paused"
+        try:
+            task = self.store.say("spawn")
+            self.go(self.balancer.base + "/?tool=fixed")
+            self.wait(lambda: self.text("#live-state") == "live", "the live switch behind the balancer")
+            self.wait(lambda: self.rows().get(task) == "working", "the spawned task")
+            self.driver.execute_script("window.__notReloaded = true")
+            before = self.balancer.hits.get("/", 0)
+            time.sleep(4)
+            reads = self.balancer.hits.get("/", 0) - before
+            changes = self.balancer.hits.get("/changes", 0)
+            assert reads == 0, f"the page read itself {reads} times in 4 s while nothing changed"
+            assert changes >= 1, "the page follows the store through the balancer"
+            started = time.monotonic()
+            assert self.store.say(f"finish {task}") == "finished"
+            self.wait(lambda: self.rows().get(task) == "completed", "the completion through either worker")
+            took = time.monotonic() - started
+            assert self.driver.execute_script("return window.__notReloaded === true"), "the page reloaded"
+        finally:
+            assert self.store.say("resume") == "resumed"
+        print(f"ok: two workers behind a balancer: no read in 4 s of calm, a completion on screen in {took:.2f} s")
+
+    def a_bulk_cancel_takes_every_task_matching(self):
+        assert self.store.say("bulk 300") == "created 300"
+        self.go(self.base + "/?tool=bulk&status=working")
+        self.click(By.ID, "cancel-matching")
+        self.wait(lambda: self.text("#confirm-count") is not None, "the confirmation page")
+        assert "300" in self.text("#confirm-count"), self.text("#confirm-count")
+        started = time.monotonic()
+        self.click(By.ID, "confirm")
+        self.wait(lambda: self.text("#summary") is not None, "the outcome page")
+        took = time.monotonic() - started
+        summary = self.text("#summary")
+        assert summary == "cancelled 300 of 300 tasks", summary
+        outcomes = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#outcomes li'), (li) => li.dataset.outcome)")
+        assert outcomes == ["cancelled"] * 300, outcomes[:5]
+        stats = json.loads(cli("stats", "--json", "--store", self.store.url))
+        bulk = {row["status"]: row["count"] for row in stats if row["tool"] == "bulk"}
+        assert bulk == {"cancelled": 300}, bulk
+        print(f"ok: 300 tasks cancelled through the page in one request ({took:.2f} s, click to outcome page)")
+
+    def signing_out_ends_the_session(self):
+        cookie = next(c for c in self.driver.get_cookies() if c["name"] == "mcp_tasks_web")
+        self.go(self.base + "/")
+        self.click(By.CSS_SELECTOR, 'form[action$="/logout"] button')
+        self.wait(lambda: "signed in as" not in (self.text("header") or ""), "the sign-out")
+        task = self.store.ids["input_required"][0]
+        request = urllib.request.Request(
+            self.base + "/actions", data=f"action=cancel&id={task}".encode(), method="POST",
+            headers={"cookie": f"mcp_tasks_web={cookie['value']}", "sec-fetch-site": "same-origin",
+                     "content-type": "application/x-www-form-urlencoded"})
+        try:
+            urllib.request.urlopen(request, timeout=WAIT_S)
+            raise AssertionError("the ended session's cookie was accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 401, e.code
+        assert self.store_status(task)["status"] == "input_required"
+        print("ok: signing out ended the session: its cookie acts on nothing")
+
+    def the_chart_and_the_time_zone(self):
+        self.go(self.base + "/")
+        series = self.driver.execute_script(
+            "return Object.fromEntries(Array.from(document.querySelectorAll('#activity polyline[data-series]'),"
+            " (p) => [p.dataset.series, [Number(p.dataset.total), p.getAttribute('points').split(' ').length]]))")
+        assert set(series) == {"created", "completed", "failed", "cancelled"}, series
+        assert all(points == 60 for _, points in series.values()), series
+        assert series["created"][0] > 0 and series["completed"][0] > 0, series
+        box = self.driver.find_element(By.CSS_SELECTOR, "#activity svg").rect
+        assert box["width"] > 300 and box["height"] > 100, box
+        self.driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Tokyo"})
+        def first_time():
+            return self.driver.execute_script(
+                "const t = document.querySelector('#tasks tbody tr[data-id] td.time time');"
+                " return [t.getAttribute('datetime'), t.textContent]")
+        instant, utc = first_time()
+        assert utc.endswith(" UTC") and utc[:10] == instant[:10], (instant, utc)
+        self.click(By.ID, "zone")
+        self.wait(lambda: not first_time()[1].endswith(" UTC"), "times in the browser's zone")
+        instant, local = first_time()
+        from datetime import datetime, timedelta
+        tokyo = datetime.fromisoformat(instant.replace("Z", "+00:00")) + timedelta(hours=9)
+        assert local == tokyo.strftime("%Y-%m-%d %H:%M:%S") + " GMT+9", (instant, local)
+        self.click(By.ID, "zone")
+        self.wait(lambda: first_time()[1].endswith(" UTC"), "times back in UTC")
+        print(f"ok: the chart ({ {k: v[0] for k, v in series.items()} } in the last hour) and times in UTC or "
+              f"the browser's zone ({utc} / {local})")
+
     def on_screen_latency(self, samples):
         """Time from a task's completion in the store to its row turning `completed` on screen."""
         took = []
@@ -288,6 +447,9 @@ class Checks:
             return
         self.shots.mkdir(parents=True, exist_ok=True)
         self.driver.set_window_size(1280, 720)
+        self.go(self.base + "/")
+        # Counts are served up to a second old: the page read after that shows the store's.
+        time.sleep(1.2)
         self.go(self.base + "/")
         self.wait(lambda: self.text("#live-state") == "live", "the live switch")
         self.driver.save_screenshot(str(self.shots / "web-list.png"))
@@ -344,7 +506,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="mcp-tasks-browser-"))
     processes = []
-    store = driver = evil = None
+    store = driver = evil = balancer = None
     try:
         store = Store(str(TARGET / "debug" / "web-store"), str(work), args.churn)
         (work / "tokens").write_text(f"ana:{SECRET}\n")
@@ -360,29 +522,43 @@ def main():
         wait_until_serving(f"http://127.0.0.1:{read_only_port}/", read_only)
         base = f"http://127.0.0.1:{port}"
         evil = serve_evil(str(work), base)
+        # A second worker over the same store, and a balancer that alternates between the two.
+        second_port = free_port()
+        second = subprocess.Popen([str(TARGET / "debug" / "mcp-tasks"), "web", "--store", store.url,
+                                   "--listen", f"127.0.0.1:{second_port}", "--token-file", str(work / "tokens")])
+        processes.append(second)
+        wait_until_serving(f"http://127.0.0.1:{second_port}/", second)
+        balancer = Balancer([port, second_port])
 
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
         for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     f"--user-data-dir={work / 'profile'}", "--window-size=1400,900"):
+                     f"--user-data-dir={work / 'profile'}", "--window-size=1400,900",
+                     # DNS rebinding without DNS: this name now points at the view.
+                     "--host-resolver-rules=MAP evil.example 127.0.0.1"):
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
         driver.set_page_load_timeout(WAIT_S)
         checks = Checks(driver, base, f"http://127.0.0.1:{read_only_port}",
-                        f"http://localhost:{evil.server_address[1]}", store, args.screenshots)
+                        f"http://localhost:{evil.server_address[1]}", store, args.screenshots, port, balancer)
         try:
             checks.counts_match_the_store()
+            checks.the_chart_and_the_time_zone()
             checks.a_filter_narrows_and_survives_a_reload()
             checks.read_only_shows_no_action()
             checks.a_working_task_completes_on_screen()
             checks.an_operator_cancels_through_the_page()
             # Signed in now: the cookie (SameSite=Strict) and the site check both stand in the way.
             checks.a_cross_site_post_is_refused()
+            checks.rebinding_reads_nothing()
+            checks.two_workers_keep_a_page_still()
+            checks.screenshots()
+            checks.a_bulk_cancel_takes_every_task_matching()
+            checks.signing_out_ends_the_session()
             if args.measure:
                 checks.on_screen_latency(args.measure)
-            checks.screenshots()
             checks.no_console_errors()
         except BaseException:
             shot = out / "failure.png"
@@ -396,6 +572,8 @@ def main():
             driver.quit()
         if evil is not None:
             evil.shutdown()
+        if balancer is not None:
+            balancer.stop()
         for process in processes:
             process.terminate()
             try:
