@@ -723,3 +723,57 @@ async fn the_list_charts_the_last_hour_per_minute_and_shows_times_with_their_zon
     let bobs = body(&view.handle(with(get("/tasks/"), "authorization", &auth)).await);
     assert_eq!(["created", "failed"].map(|s| chart_total(&bobs, s)), [2, 1]);
 }
+
+/// Two views over one PostgreSQL database, as two workers: a page of one is held by the other
+/// until a change, a limited token hears only of its principals, and a session one starts the
+/// other knows. Needs a server: `MCP_TASKS_PG_URL=$(tests/pg/start) cargo test -p mcp-tasks-web
+/// --features axum,postgres --test web -- --include-ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
+async fn two_views_over_postgres_follow_the_same_changes_and_share_sessions() {
+    let base = std::env::var("MCP_TASKS_PG_URL").expect("MCP_TASKS_PG_URL names a PostgreSQL server");
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let name = format!("mcp_tasks_web_test_{}", std::process::id());
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("creates a database");
+    let url = format!("{}/{name}", &base[..base.rfind('/').expect("a database part")]);
+    let store = mcp_tasks::store::PostgresStore::connect(&url).await.expect("connects and migrates");
+    let engine = Engine::builder(Arc::new(store)).build().await.unwrap();
+    let (_, alices) = engine.create_task("alice", "watch", TaskOptions::default()).await.unwrap();
+    let (_, bobs) = engine.create_task("bob", "watch", TaskOptions::default()).await.unwrap();
+    let open = |options: WebOptions| {
+        let url = url.clone();
+        async move { WebView::new(Admin::open(&url).await.unwrap(), options) }
+    };
+    let (a, b) = (open(options()).await, open(options()).await);
+    let id = since(&body(&a.handle(get("/tasks/")).await));
+    let held = tokio::spawn({
+        let (b, id) = (b.clone(), id.clone());
+        async move { b.handle(get(&format!("/tasks/changes?since={id}"))).await }
+    });
+    let (_, auth) = bearer(BOB_SECRET);
+    let bobs_id = since(&body(&a.handle(with(get("/tasks/"), "authorization", &auth)).await));
+    let bobs_held = tokio::spawn({
+        let (b, bobs_id, auth) = (b.clone(), bobs_id.clone(), auth.clone());
+        async move { b.handle(with(get(&format!("/tasks/changes?since={bobs_id}")), "authorization", &auth)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(!held.is_finished() && !bobs_held.is_finished(), "the other view holds the page: nothing changed");
+    alices.set_status_message("alice's news").await.unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), held).await.unwrap().unwrap();
+    assert!(body(&answer).contains("event: change"), "{}", body(&answer));
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(!bobs_held.is_finished(), "bob-ops hears nothing of alice's task");
+    bobs.set_status_message("bob's news").await.unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), bobs_held).await.unwrap().unwrap();
+    assert!(body(&answer).contains("event: change"), "{}", body(&answer));
+
+    let closed = || WebOptions { open_reads: false, ..options() };
+    let (a, b) = (open(closed()).await, open(closed()).await);
+    let set = sign_in(&a, login_form(SECRET)).await;
+    let cookie = set.split(';').next().unwrap().to_owned();
+    assert_eq!(b.handle(with(get("/tasks/"), "cookie", &cookie)).await.status(), StatusCode::OK);
+    let out = b.handle(post("/tasks/logout", "", &[("cookie", &cookie), ("sec-fetch-site", "same-origin")])).await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    assert_eq!(a.handle(with(get("/tasks/"), "cookie", &cookie)).await.status(), StatusCode::UNAUTHORIZED);
+}
