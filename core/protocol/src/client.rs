@@ -517,6 +517,8 @@ pub struct TaskDriver {
     config: DriverConfig,
     /// True while a live `subscriptions/listen` stream reports on the task.
     listening: bool,
+    /// True once that stream has reported on the task: only then does it stand in for polls.
+    heard: bool,
     state: DriverState,
     updated_ms: u64,
     expires_ms: Option<u64>,
@@ -568,6 +570,7 @@ impl TaskDriver {
         let mut driver = Self {
             config,
             listening: false,
+            heard: false,
             updated_ms,
             expires_ms,
             next_poll_ms: now_ms,
@@ -612,21 +615,27 @@ impl TaskDriver {
         let interval =
             self.state.last.task.poll_interval_ms.unwrap_or(self.config.default_poll_ms).max(self.config.min_poll_ms);
         // Notifications carry every change while a stream reports on the task; a poll is then
-        // only a check that the stream still works.
-        if self.listening { interval.max(LISTENING_POLL_MS) } else { interval }
+        // only a check that the stream still works. Not before the stream has said something of
+        // it: a server's notifications are best effort, and one that sends no current state on
+        // subscribe (tower-mcp 0.25) says nothing of a task that ended before the subscription.
+        if self.listening && self.heard { interval.max(LISTENING_POLL_MS) } else { interval }
     }
 
     /// A `subscriptions/listen` stream now reports on the task (`true`: it accepted the task), or
-    /// no longer does (`false`: it ended or failed). While one does, the driver polls at most
-    /// every [`LISTENING_POLL_MS`]; once it stops, the server's interval is back from `now_ms`.
+    /// no longer does (`false`: it ended or failed). The driver keeps polling at the server's
+    /// interval until the stream has sent a notification about the task
+    /// ([`TaskDriver::handle_notification`]); from then on, while it reports, at most every
+    /// [`LISTENING_POLL_MS`]. Once it stops, the server's interval is back from `now_ms`.
     pub fn handle_listening(&mut self, now_ms: u64, listening: bool) {
         if self.listening == listening {
             return;
         }
         self.listening = listening;
+        self.heard = false;
         if !self.get_in_flight && self.outcome.is_none() {
+            // Nothing heard on the stream yet: the server's interval either way.
             let due = now_ms.saturating_add(self.interval());
-            self.next_poll_ms = if listening { self.next_poll_ms.max(due) } else { self.next_poll_ms.min(due) };
+            self.next_poll_ms = self.next_poll_ms.min(due);
         }
     }
 
@@ -694,6 +703,8 @@ impl TaskDriver {
         if task.task.task_id != self.state.task_id {
             return;
         }
+        // The stream reports on the task: from now on it stands in for polls.
+        self.heard = self.listening;
         self.apply(task);
         if !self.get_in_flight {
             self.next_poll_ms = now_ms.saturating_add(self.interval());
@@ -944,16 +955,35 @@ mod tests {
     }
 
     #[test]
-    fn a_listening_driver_polls_only_to_check_the_stream() {
+    fn a_listening_driver_polls_only_to_check_the_stream_once_the_stream_has_spoken() {
         let mut d = driver();
         d.handle_listening(T0 + 10, true);
-        assert_eq!(d.poll_timeout(), Some(T0 + 10 + LISTENING_POLL_MS), "the server's 500 ms give way");
+        assert_eq!(d.poll_timeout(), Some(T0 + 500), "acknowledged but silent: the server's interval still");
         d.handle_notification(T0 + 20, task("working", T0 + 20, json!({"statusMessage": "half"})));
-        assert_eq!(d.poll_timeout(), Some(T0 + 20 + LISTENING_POLL_MS));
+        assert_eq!(d.poll_timeout(), Some(T0 + 20 + LISTENING_POLL_MS), "the stream reports: the 500 ms give way");
         d.handle_listening(T0 + 30, false);
         assert_eq!(d.poll_timeout(), Some(T0 + 530), "the stream ended: the server's interval again");
         d.handle_listening(T0 + 40, false);
         assert_eq!(d.poll_timeout(), Some(T0 + 530), "no change, no new deadline");
+    }
+
+    #[test]
+    fn a_server_that_pushes_nothing_after_the_acknowledgement_is_polled_at_its_interval() {
+        // tower-mcp 0.25: the update finishes the task before the subscription exists, and the
+        // stream sends no current state. The outcome must come within one interval, not 30 s.
+        let mut d = driver();
+        d.handle_timeout(T0 + 500);
+        assert_eq!(d.poll_outgoing().unwrap().method(), "tasks/get");
+        d.handle_get(T0 + 501, task("working", T0 + 1, json!({})));
+        d.handle_listening(T0 + 502, true);
+        for at in [T0 + 1_001, T0 + 1_501] {
+            assert_eq!(d.poll_timeout(), Some(at), "a poll each interval while the stream says nothing");
+            d.handle_timeout(at);
+            assert_eq!(d.poll_outgoing().unwrap().method(), "tasks/get");
+            d.handle_get(at, task("working", T0 + 1, json!({})));
+        }
+        d.handle_get(T0 + 2_001, task("completed", T0 + 503, json!({"result": {"content": []}})));
+        assert!(matches!(d.outcome(), Some(Outcome::Completed { .. })), "{:?}", d.outcome());
     }
 
     #[test]
