@@ -84,6 +84,13 @@ async fn server() -> String {
         )
         .tool(Tool::new("name_then_task", NameThenTask).mode(TaskMode::Required).poll_interval_ms(50))
         .tool(Tool::new("panics_sync", handler_fn(|_c, _x| async { panic!("sync tool blew up") })))
+        .tool(Tool::new(
+            "asks_sync",
+            handler_fn(|_call, ctx| async move {
+                let ask = [("first".to_owned(), json!({"method": "roots/list", "params": {}}))].into_iter().collect();
+                ctx.request_input(ask).await.map(|answers| text_result(Value::Object(answers).to_string()))
+            }),
+        ))
         .tool(
             Tool::new("panics_task", handler_fn(|_c, _x| async { panic!("task tool blew up") }))
                 .mode(TaskMode::Optional)
@@ -651,6 +658,46 @@ async fn a_panicking_tool_is_a_server_fault_not_a_dropped_connection() {
     assert_eq!(response.status().as_u16(), 200);
     let answer: serde_json::Value = response.json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
+}
+
+/// A synchronous call whose tool asks for input mid-run: for a tool that is a task for a
+/// declaring client, the client left the extension out (-32021 naming it, HTTP 400 as the error
+/// table says, whatever the tool made of the refusal); for a tool that is never a task, the
+/// tool is at fault (-32603, HTTP 200 as every tool's own error).
+#[tokio::test]
+async fn asking_mid_run_in_a_synchronous_call_is_the_clients_missing_declaration_or_the_tools_fault() {
+    let url = server().await;
+    let call = |tool: &'static str| {
+        let url = url.clone();
+        async move {
+            let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientCapabilities": {"roots": {}}});
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": tool, "arguments": {}, "_meta": meta}});
+            let response = reqwest::Client::new()
+                .post(&url)
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", tool)
+                .header("accept", "application/json, text/event-stream")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, answer) = call("ask_two").await;
+    assert_eq!(status, 400, "-32021's status in the error table (docs/errors.md)");
+    assert_eq!(answer["error"]["code"], -32021, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["requiredCapabilities"],
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        "{answer}"
+    );
+    let (status, answer) = call("asks_sync").await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["error"]["code"], -32603, "a tool that is never a task cannot ask: {answer}");
 }
 
 /// A host whose engine caps live tasks answers the call beyond the cap with -32010

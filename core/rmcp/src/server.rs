@@ -378,6 +378,31 @@ impl TaskRun {
         ctx.task_id().is_some().then(|| Self { ctx: ctx.clone() })
     }
 
+    /// The task of the call, for a tool that needs one (it asks for input mid-run). A call that
+    /// runs synchronously because its client did not declare the tasks extension is answered
+    /// -32021 naming it (the client's missing declaration, not a server fault); one whose
+    /// client did declare it (the tool is not a task tool of this server) is -32603.
+    pub fn required(context: &RequestContext<RoleServer>) -> Result<Self, ErrorData> {
+        if let Some(run) = Self::of(context) {
+            return Ok(run);
+        }
+        let declared = context
+            .meta
+            .get(mcp_tasks::protocol::META_CLIENT_CAPABILITIES)
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(mcp_tasks::protocol::EXTENSION_ID))
+            .is_some_and(Value::is_object);
+        let error = if declared {
+            RpcError::internal("this tool runs synchronously and cannot ask for input mid-run: make it a task tool")
+        } else {
+            mcp_tasks::protocol::negotiation::missing_tasks_capability(
+                "asking for input mid-run (this tool runs as a task for a client that declares it)",
+            )
+            .to_rpc()
+        };
+        Err(to_error_data(error))
+    }
+
     /// Core's context of the run, for tool code written for core's host (`RunContext`).
     pub fn context(&self) -> &RunContext {
         &self.ctx
@@ -441,6 +466,29 @@ impl TaskRun {
 }
 
 /// rmcp's error of a core JSON-RPC error (its code, message and data kept).
+/// Core's error as rmcp's. rmcp's codes are `i32`: a code outside it (core's are `i64`, and a
+/// tool may set any) is not cut to another code but reported as -32603 with the code kept in
+/// `data.code`.
 fn to_error_data(error: RpcError) -> ErrorData {
-    ErrorData::new(rmcp::model::ErrorCode(error.code as i32), error.message, error.data)
+    match i32::try_from(error.code) {
+        Ok(code) => ErrorData::new(rmcp::model::ErrorCode(code), error.message, error.data),
+        Err(_) => {
+            let data = serde_json::json!({"code": error.code, "data": error.data});
+            ErrorData::new(rmcp::model::ErrorCode::INTERNAL_ERROR, error.message, Some(data))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_code_outside_rmcps_range_is_not_cut_to_another() {
+        let kept = to_error_data(RpcError::new(-32021, "missing"));
+        assert_eq!(kept.code.0, -32021);
+        let wide = to_error_data(RpcError::new(-4_294_967_296 - 32_601, "a tool's own code"));
+        assert_eq!(wide.code, rmcp::model::ErrorCode::INTERNAL_ERROR, "not -32601, what `as i32` made of it");
+        assert_eq!(wide.data.unwrap()["code"], serde_json::json!(-4_294_967_296_i64 - 32_601));
+    }
 }

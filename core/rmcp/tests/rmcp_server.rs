@@ -100,6 +100,15 @@ impl Tools {
         Ok(text(format!("protocol {version}")))
     }
 
+    #[tool(description = "Asks for a confirmation mid-run, so it needs its task.")]
+    async fn confirm(&self, context: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let task = TaskRun::required(&context)?;
+        let ask = json!({"ok": {"method": "elicitation/create", "params": {"mode": "form", "message": "Go on?",
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}});
+        let answers = task.request_inputs(ask.as_object().cloned().unwrap_or_default()).await?;
+        Ok(text(format!("ok = {}", answers["ok"]["content"]["ok"])))
+    }
+
     #[tool(description = "Panics.")]
     async fn boom(&self) -> Result<CallToolResult, ErrorData> {
         panic!("boom")
@@ -132,6 +141,7 @@ async fn durable() -> (String, Arc<AtomicBool>, Arc<AtomicBool>) {
         .task_tool("slow", |t| t.poll_interval_ms(20))
         .task_tool("ask", |t| t.mode(TaskMode::Required).poll_interval_ms(20))
         .task_tool("boom", |t| t.poll_interval_ms(20))
+        .task_tool("confirm", |t| t.poll_interval_ms(20))
         .task_tool("handed_off", |t| t.poll_interval_ms(20))
         .build();
     let _executor = host.spawn_executor(); // resumable tasks a dead process left
@@ -199,5 +209,48 @@ async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler()
     // An unknown tool is core's -32602, as on every server.
     let error = client.call_tool("no_such_tool", json!({})).await.unwrap_err();
     assert_eq!(error.code(), -32602, "{error:?}");
+    rmcp.cancel().await.unwrap();
+}
+
+/// A tool that needs its task to ask mid-run (`TaskRun::required`), called synchronously by a
+/// client that did not declare the extension: -32021 naming it (HTTP 400, the table's), never
+/// -32603. Called
+/// by a declaring client, it asks and gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_tool_called_without_the_extension_names_what_the_client_left_out() {
+    let (url, _, _) = durable().await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "confirm", "arguments": {}, "_meta": meta}});
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "confirm")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    assert_eq!(status, 400, "-32021's status in the error table (docs/errors.md): {text}");
+    // rmcp may answer as an SSE event: the JSON-RPC message is its data.
+    let json = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text).trim().to_owned();
+    let answer: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(answer["error"]["code"], -32021, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["requiredCapabilities"],
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        "{answer}"
+    );
+
+    let rmcp = rmcp_client(&url).await;
+    let answer = input_fn(|_request| async move { Some(json!({"action": "accept", "content": {"ok": true}})) });
+    let transport = Arc::new(RmcpTransport::new(rmcp.peer().clone(), url.clone()));
+    let client = Client::with_transport(transport).memory_store().input_handler(answer).build().unwrap();
+    let execution = task(client.call_tool("confirm", json!({})).await.unwrap());
+    assert_eq!(text_of(&execution.result().await.unwrap()), "ok = true");
     rmcp.cancel().await.unwrap();
 }

@@ -336,7 +336,15 @@ impl Host {
         }
         match dispatch {
             Dispatch::Sync => {
-                let result = unpanicked(tool.handler.run(call, RunContext::sync())).await.map_err(Failure::Tool)?;
+                let context = RunContext::synchronous_call(tool.mode, &call.envelope);
+                let watch = context.clone();
+                let result = unpanicked(tool.handler.run(call, context)).await;
+                // The tool asked mid-run where its client made that impossible: core's refusal
+                // (-32021, HTTP 400 as the table says), not whatever the tool did with it.
+                if let Some(refusal) = watch.refusal() {
+                    return Err(Failure::Protocol(refusal));
+                }
+                let result = result.map_err(Failure::Tool)?;
                 Ok(Answer::Result(with_complete_result_type(result)))
             }
             Dispatch::Task if self.inner.execution == Execution::Workers => {

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{TaskHandle, TaskOptions};
+use crate::protocol::negotiation::missing_tasks_capability;
 use crate::protocol::{Envelope, InputRequests, InputResponses, Resume, RpcError, StoredCall, TaskMode};
 
 /// One `tools/call` as the handler sees it.
@@ -76,22 +77,29 @@ pub trait ToolHandler: Send + Sync + 'static {
 pub struct RunContext {
     task: Option<TaskHandle>,
     cancel: CancellationToken,
+    /// A synchronous call that would have been a task had its client declared the extension:
+    /// asking for input mid-run is then the client's missing declaration (-32021), not a fault.
+    undeclared_task: bool,
+    /// Set when this call's ask was refused so: the host then answers the call with core's
+    /// refusal (its status from the error table), whatever the tool made of it.
+    refused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RunContext {
     pub(crate) fn task(handle: TaskHandle) -> Self {
         let cancel = handle.cancellation();
-        Self { task: Some(handle), cancel }
+        Self { task: Some(handle), cancel, undeclared_task: false, refused: Arc::default() }
     }
 
-    pub(crate) fn sync() -> Self {
-        Self::synchronous()
+    /// The context of a synchronous call of a tool in `mode` by a client with `envelope`.
+    pub fn synchronous_call(mode: TaskMode, envelope: &Envelope) -> Self {
+        Self { undeclared_task: mode != TaskMode::Forbidden && !envelope.declares_tasks(), ..Self::synchronous() }
     }
 
     /// The context of a call run synchronously, outside any task (for tool code a host other
     /// than core's runs: an rmcp tool sharing work with core tools).
     pub fn synchronous() -> Self {
-        Self { task: None, cancel: CancellationToken::new() }
+        Self { task: None, cancel: CancellationToken::new(), undeclared_task: false, refused: Arc::default() }
     }
 
     /// The task id when running as a task.
@@ -128,15 +136,27 @@ impl RunContext {
         }
     }
 
-    /// Asks the client for input and waits for every answer. Only a task can ask mid-run; a
-    /// synchronous call gets an error (ask in [`ToolHandler::prepare`] instead).
+    /// Asks the client for input and waits for every answer. Only a task can ask mid-run (ask
+    /// in [`ToolHandler::prepare`] otherwise): a synchronous call of a tool that runs as a task
+    /// for a client declaring the extension gets -32021 naming it (what the client left out,
+    /// [`missing_tasks_capability`]); one of a tool that is never a task, -32603 (the tool's
+    /// own fault).
     pub async fn request_input(&self, requests: InputRequests) -> Result<InputResponses, RpcError> {
         match &self.task {
             Some(task) => task.request_input(requests).await.map_err(|e| e.to_protocol().to_rpc()),
+            None if self.undeclared_task => {
+                self.refused.store(true, std::sync::atomic::Ordering::SeqCst);
+                Err(undeclared_ask().to_rpc())
+            }
             None => Err(RpcError::internal(
                 "this call runs synchronously and cannot ask for input mid-run; ask in prepare() or run as a task",
             )),
         }
+    }
+
+    /// The refusal of an ask mid-run this call's client made necessary, if the tool asked.
+    pub(crate) fn refusal(&self) -> Option<crate::protocol::ProtocolError> {
+        self.refused.load(std::sync::atomic::Ordering::SeqCst).then(undeclared_ask)
     }
 
     /// Fires when the task is cancelled or expires.
@@ -148,6 +168,12 @@ impl RunContext {
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
+}
+
+/// -32021: a synchronous call asked for input mid-run, which only its task could, and its client
+/// did not declare the extension that would have made it one.
+pub(crate) fn undeclared_ask() -> crate::protocol::ProtocolError {
+    missing_tasks_capability("asking for input mid-run (this tool runs as a task for a client that declares it)")
 }
 
 /// A tool registration: what `tools/list` shows plus how calls run.
