@@ -112,32 +112,7 @@ enum Command {
         interval_ms: u64,
     },
     /// Serve the operator's web view of the store (loopback only, unless given a token file).
-    Web {
-        /// Where to listen. A non-loopback address needs --token-file.
-        #[arg(long, default_value = "127.0.0.1:8765")]
-        listen: std::net::SocketAddr,
-        /// Tokens that may act, one per line: NAME:SECRET or NAME:SECRET:PRINCIPAL,PRINCIPAL.
-        #[arg(long)]
-        token_file: Option<std::path::PathBuf>,
-        /// Hide and refuse every action.
-        #[arg(long)]
-        read_only: bool,
-        /// The path to serve under, such as /tasks.
-        #[arg(long, default_value = "")]
-        prefix: String,
-        /// Show results and error data on a task's page (hidden by default).
-        #[arg(long)]
-        show_payloads: bool,
-        /// A host name the browser uses to reach the view through a proxy (`tasks.example.com`,
-        /// `name:port`, or `.example.com` for a domain): answered besides this machine's own
-        /// names, which are the only ones answered otherwise. Repeat for several.
-        #[arg(long = "allowed-host", value_name = "HOST")]
-        allowed_hosts: Vec<String>,
-        /// The header a trusted proxy in front of the view sets to the browser's scheme
-        /// (`x-forwarded-proto`): the sign-in cookie is `Secure` when it says https.
-        #[arg(long, value_name = "HEADER")]
-        forwarded_proto_header: Option<String>,
-    },
+    Web(WebFlags),
     /// Count tasks by status and tool.
     Stats {
         /// JSON instead of a table.
@@ -321,26 +296,7 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
                 None => Ok(0),
             }
         }
-        Command::Web {
-            listen,
-            token_file,
-            read_only,
-            prefix,
-            show_payloads,
-            allowed_hosts,
-            forwarded_proto_header,
-        } => {
-            let view = WebFlags {
-                listen,
-                token_file,
-                read_only,
-                prefix,
-                show_payloads,
-                allowed_hosts,
-                forwarded_proto_header,
-            };
-            web(admin, view, out).await
-        }
+        Command::Web(flags) => web(admin, flags, out).await,
         Command::Stats { json } => {
             let counts = admin.stats().await?;
             if json {
@@ -354,13 +310,32 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
 }
 
 /// What `mcp-tasks web` was asked for.
-struct WebFlags {
+#[derive(Debug, clap::Args)]
+pub struct WebFlags {
+    /// Where to listen. A non-loopback address needs --token-file.
+    #[arg(long, default_value = "127.0.0.1:8765")]
     listen: std::net::SocketAddr,
+    /// Tokens that may read (off loopback) and act, one per line: NAME:SECRET or
+    /// NAME:SECRET:PRINCIPAL,PRINCIPAL.
+    #[arg(long)]
     token_file: Option<std::path::PathBuf>,
+    /// Hide and refuse every action.
+    #[arg(long)]
     read_only: bool,
+    /// The path to serve under, such as /tasks.
+    #[arg(long, default_value = "")]
     prefix: String,
+    /// Show results and error data on a task's page (hidden by default).
+    #[arg(long)]
     show_payloads: bool,
+    /// A host name the browser uses to reach the view through a proxy (`tasks.example.com`,
+    /// `name:port`, or `.example.com` for a domain): answered besides this machine's own
+    /// names, which are the only ones answered otherwise. Repeat for several.
+    #[arg(long = "allowed-host", value_name = "HOST")]
     allowed_hosts: Vec<String>,
+    /// The header a trusted proxy in front of the view sets to the browser's scheme
+    /// (`x-forwarded-proto`): the sign-in cookie is `Secure` when it says https.
+    #[arg(long, value_name = "HEADER")]
     forwarded_proto_header: Option<String>,
 }
 

@@ -267,6 +267,42 @@ impl Admin {
         }
     }
 
+    /// Runs the query `build` writes in this store's SQL and reads each row it answers with
+    /// `sqlite_row` or `postgres_row`: the view's queries, on either store.
+    async fn rows<T: Send + 'static>(
+        &self,
+        build: impl Fn(query::Dialect) -> query::Sql,
+        sqlite_row: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        #[cfg(feature = "postgres")] postgres_row: fn(&tokio_postgres::Row) -> T,
+    ) -> Result<Vec<T>, AdminError> {
+        match &self.backend {
+            Backend::Sqlite(s) => {
+                let sql = build(query::SQLITE);
+                s.blocking(move |s| {
+                    let conn = s.conn.lock();
+                    let mut stmt = conn.prepare(&sql.text).map_err(|e| s.map_busy(e))?;
+                    let rows = stmt
+                        .query_map(params_from_iter(sqlite_values(&sql.values)), sqlite_row)
+                        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                        .map_err(|e| s.map_busy(e))?;
+                    Ok(rows)
+                })
+                .await
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { store, .. } => {
+                let sql = build(query::POSTGRES);
+                let values = postgres_values(&sql.values);
+                let client = store.client().await?;
+                let rows = client
+                    .query(&sql.text, &postgres_params(&values))
+                    .await
+                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                Ok(rows.iter().map(postgres_row).collect())
+            }
+        }
+    }
+
     fn wrote(&self) {
         self.own_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -344,32 +380,14 @@ impl Admin {
     /// the principals `query` limits the viewer to.
     pub async fn overview(&self, query: &query::TaskQuery) -> Result<query::Overview, AdminError> {
         let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-        let rows: Vec<(String, i64)> = match &self.backend {
-            Backend::Sqlite(s) => {
-                let sql = query::overview(query::SQLITE, query, now);
-                s.blocking(move |s| {
-                    let conn = s.conn.lock();
-                    let mut stmt = conn.prepare(&sql.text).map_err(|e| s.map_busy(e))?;
-                    let rows = stmt
-                        .query_map(params_from_iter(sqlite_values(&sql.values)), |row| Ok((row.get(0)?, row.get(1)?)))
-                        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                        .map_err(|e| s.map_busy(e))?;
-                    Ok(rows)
-                })
-                .await?
-            }
-            #[cfg(feature = "postgres")]
-            Backend::Postgres { store, .. } => {
-                let sql = query::overview(query::POSTGRES, query, now);
-                let values = postgres_values(&sql.values);
-                let client = store.client().await?;
-                let rows = client
-                    .query(&sql.text, &postgres_params(&values))
-                    .await
-                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
-                rows.iter().map(|row| (row.get(0), row.get(1))).collect()
-            }
-        };
+        let rows = self
+            .rows(
+                |dialect| query::overview(dialect, query, now),
+                |row| Ok((row.get(0)?, row.get(1)?)),
+                #[cfg(feature = "postgres")]
+                |row| (row.get(0), row.get(1)),
+            )
+            .await?;
         Ok(query::read_overview(rows))
     }
 
@@ -377,34 +395,14 @@ impl Admin {
     /// among those of `principals` (`None`: every task): the web view's chart.
     pub async fn activity(&self, principals: Option<&[String]>, now_ms: u64) -> Result<query::Activity, AdminError> {
         let since = (now_ms / 60_000 + 1).saturating_sub(query::ACTIVITY_MINUTES as u64) * 60_000;
-        let rows: Vec<(String, i64, i64)> = match &self.backend {
-            Backend::Sqlite(s) => {
-                let sql = query::activity(query::SQLITE, principals, since, now_ms);
-                s.blocking(move |s| {
-                    let conn = s.conn.lock();
-                    let mut stmt = conn.prepare(&sql.text).map_err(|e| s.map_busy(e))?;
-                    let rows = stmt
-                        .query_map(params_from_iter(sqlite_values(&sql.values)), |row| {
-                            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                        })
-                        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-                        .map_err(|e| s.map_busy(e))?;
-                    Ok(rows)
-                })
-                .await?
-            }
-            #[cfg(feature = "postgres")]
-            Backend::Postgres { store, .. } => {
-                let sql = query::activity(query::POSTGRES, principals, since, now_ms);
-                let values = postgres_values(&sql.values);
-                let client = store.client().await?;
-                let rows = client
-                    .query(&sql.text, &postgres_params(&values))
-                    .await
-                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
-                rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect()
-            }
-        };
+        let rows = self
+            .rows(
+                |dialect| query::activity(dialect, principals, since, now_ms),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                #[cfg(feature = "postgres")]
+                |row| (row.get(0), row.get(1), row.get(2)),
+            )
+            .await?;
         Ok(query::read_activity(rows, now_ms))
     }
 
@@ -530,30 +528,15 @@ impl Admin {
     /// them can tell a page whether something changed since it was read. It is the newest last
     /// change and how many tasks share it; a deleted task changes it only at the next change.
     pub async fn change_id(&self, principals: Option<&[String]>) -> Result<String, AdminError> {
-        let (newest, at_newest): (Option<i64>, i64) = match &self.backend {
-            Backend::Sqlite(s) => {
-                let sql = query::change_id(query::SQLITE, principals);
-                s.blocking(move |s| {
-                    let conn = s.conn.lock();
-                    conn.query_row(&sql.text, params_from_iter(sqlite_values(&sql.values)), |row| {
-                        Ok((row.get(0)?, row.get(1)?))
-                    })
-                    .map_err(|e| s.map_busy(e))
-                })
-                .await?
-            }
-            #[cfg(feature = "postgres")]
-            Backend::Postgres { store, .. } => {
-                let sql = query::change_id(query::POSTGRES, principals);
-                let values = postgres_values(&sql.values);
-                let client = store.client().await?;
-                let row = client
-                    .query_one(&sql.text, &postgres_params(&values))
-                    .await
-                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
-                (row.get(0), row.get(1))
-            }
-        };
+        let rows = self
+            .rows(
+                |dialect| query::change_id(dialect, principals),
+                |row| Ok((row.get::<_, Option<i64>>(0)?, row.get::<_, i64>(1)?)),
+                #[cfg(feature = "postgres")]
+                |row| (row.get(0), row.get(1)),
+            )
+            .await?;
+        let (newest, at_newest) = rows.into_iter().next().unwrap_or((None, 0));
         Ok(format!("{}.{at_newest}", newest.unwrap_or(0)))
     }
 
