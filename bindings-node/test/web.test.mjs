@@ -5,7 +5,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import { mkdtempSync } from "node:fs";
+import https from "node:https";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -124,6 +126,47 @@ test("the web view lists, shows and guards a live TypeScript server's store", as
       assert.ok(html.includes('id="read-only"') && !html.includes('name="action"'));
     } finally {
       await readOnly.close();
+    }
+  } finally {
+    server.stop();
+  }
+});
+
+test("over node:https the sign-in cookie is Secure", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "web-tls-"));
+  // A throwaway self-signed certificate for 127.0.0.1 (openssl is on every machine the suite runs on).
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+    "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")], { stdio: "ignore" });
+  const store = `sqlite://${join(dir, "tasks.db")}?durability=full`;
+  const server = await nodeServer(store);
+  try {
+    const handler = await webHandler(store, { tokens: `ana:${SECRET}` });
+    const tls = https.createServer({ key: readFileSync(join(dir, "key.pem")), cert: readFileSync(join(dir, "cert.pem")) }, handler);
+    await new Promise((resolve) => tls.listen(0, "127.0.0.1", resolve));
+    try {
+      const body = new URLSearchParams({ token: SECRET }).toString();
+      const answer = await new Promise((resolve, reject) => {
+        const req = https.request(
+          {
+            host: "127.0.0.1",
+            port: tls.address().port,
+            path: "/login",
+            method: "POST",
+            rejectUnauthorized: false,
+            headers: { "content-type": "application/x-www-form-urlencoded", "sec-fetch-site": "same-origin" },
+          },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve({ status: res.statusCode, cookie: res.headers["set-cookie"]?.[0] ?? "" }));
+          },
+        );
+        req.on("error", reject);
+        req.end(body);
+      });
+      assert.equal(answer.status, 303);
+      assert.match(answer.cookie, /; Secure$/);
+    } finally {
+      await new Promise((resolve) => tls.close(resolve));
     }
   } finally {
     server.stop();
