@@ -14,6 +14,11 @@ use super::types::{
 /// The protocol versions this crate serves.
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
+/// The revisions before 2026-07-28 that an SDK's legacy path serves (the TypeScript SDK 2.4.0's
+/// `SUPPORTED_PROTOCOL_VERSIONS`): a request naming another one in its `MCP-Protocol-Version`
+/// header is no 2025-era traffic an SDK would take, and core answers it, the same on every server.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"];
+
 /// The per-request `_meta` envelope of MCP 2026-07-28. Serializable so a resumable task's call
 /// can be stored with it and run again as the client sent it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

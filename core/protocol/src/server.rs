@@ -118,10 +118,14 @@ impl<'a> Headers<'a> {
         debug_assert!(READ_HEADERS.contains(&"content-type"), "content-type is read but not listed in READ_HEADERS");
         let mut values = self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("content-type")).map(|(_, v)| *v);
         let Some(first) = values.next() else { return Some("the request has no Content-Type".to_owned()) };
-        // A repeated header, or one a host merged (`a, b`), must say JSON in every part.
-        let json = std::iter::once(first).chain(values).flat_map(|v| v.split(',')).all(|part| {
-            part.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
-        });
+        // One media type in one header: Content-Type is a singleton field (RFC 9110, 5.3), and
+        // an SDK behind core reads a repeated one as the values joined by ", " and refuses that
+        // (the TypeScript SDK's `isJsonContentType`), so core refuses it first on every server.
+        if values.next().is_some() {
+            return Some("it has more than one Content-Type header".to_owned());
+        }
+        let json = !outside_quotes(first).contains(',')
+            && first.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
         (!json).then(|| format!("its Content-Type is {first:?}"))
     }
 
@@ -312,6 +316,22 @@ pub enum Decision {
         /// How to answer the request in the SDK's stead.
         reply: ReplyTo,
     },
+}
+
+/// `value` without its quoted strings (a parameter value may hold a comma), for finding a list.
+fn outside_quotes(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let (mut quoted, mut escaped) = (false, false);
+    for c in value.chars() {
+        match (quoted, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => quoted = !quoted,
+            (false, _, c) => out.push(c),
+            (true, false, _) => {}
+        }
+    }
+    out
 }
 
 /// What the dispatcher decided about one message of the stdio transport (newline-delimited
@@ -637,10 +657,18 @@ impl Dispatcher {
         }
     }
 
-    /// Whether a request claims the 2026-07-28 envelope ([`negotiation::claims_envelope`]); a
-    /// repeated version header is the route's error to report, not a reason to delegate.
+    /// Whether a request is core's to answer rather than an SDK's legacy path: it claims the
+    /// 2026-07-28 envelope ([`negotiation::claims_envelope`]), or its `MCP-Protocol-Version`
+    /// header is repeated or names no revision a legacy path serves
+    /// ([`negotiation::LEGACY_VERSIONS`]). Those an SDK would refuse in its own words (HTTP 400
+    /// with `"id": null`, or plain text from rmcp); core refuses them from its table instead, as
+    /// the Rust host does, so every server answers them alike.
     fn claims_envelope(&self, params: Option<&Value>, headers: Headers<'_>) -> bool {
-        negotiation::claims_envelope(params, headers.single("mcp-protocol-version").unwrap_or(None))
+        match headers.single("mcp-protocol-version") {
+            Err(_) => true,
+            Ok(Some(version)) if !negotiation::LEGACY_VERSIONS.contains(&version.trim()) => true,
+            Ok(header) => negotiation::claims_envelope(params, header),
+        }
     }
 
     /// Decides one line received on the stdio transport for `principal` (the process at the
@@ -1337,6 +1365,50 @@ mod tests {
         let b = legacy("tools/call", json!({"name": "maybe", "_meta": {META_PROTOCOL_VERSION: 5}}));
         let r = reply(d.handle_http(&post(&[], &b), Some("a")));
         assert_eq!(r.message().unwrap()["error"]["code"], -32602);
+    }
+
+    #[test]
+    fn what_an_sdk_would_refuse_in_its_own_words_core_refuses_from_its_table_first() {
+        let d = delegating();
+        let bare = br#"{"jsonrpc":"2.0","id":3,"method":"server/discover"}"#;
+        // A version header no legacy path serves, or a repeated one, on an envelope-less
+        // request: the TypeScript SDK answered 400 "Unsupported protocol version" with "id":
+        // null, rmcp plain text. Core answers it, as the Rust host does.
+        for headers in [
+            vec![("MCP-Protocol-Version", "2026-07-28x"), ("Mcp-Method", "server/discover")],
+            vec![("MCP-Protocol-Version", " x "), ("Mcp-Method", "server/discover")],
+            vec![("MCP-Protocol-Version", "2025-11-25"), ("mcp-protocol-version", "2025-11-25")],
+        ] {
+            let r = reply(d.handle_http(&post(&headers, bare), Some("a")));
+            let message = r.message().unwrap();
+            assert_eq!(r.status, 400, "{headers:?}: {message}");
+            assert_eq!(message["id"], 3, "the id is read, never null");
+        }
+        // A 2025-era version the legacy paths serve stays theirs.
+        let legacy = [("MCP-Protocol-Version", "2025-06-18")];
+        assert!(matches!(d.handle_http(&post(&legacy, bare), Some("a")), Decision::Delegate));
+        // Content-Type: one header naming one media type. Two headers (which the TypeScript SDK
+        // reads joined by ", " and refuses) or a list are 415 from core's table.
+        let b = body("tools/list", json!({}), true);
+        let h = |ct: &'static [(&'static str, &'static str)]| {
+            let mut v = vec![("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")];
+            v.extend_from_slice(ct);
+            v
+        };
+        for ct in [
+            &[("Content-Type", "application/json"), ("content-type", "APPLICATION/JSON")][..],
+            &[("Content-Type", "application/json, application/json")][..],
+            &[("Content-Type", "application/json;a=b,c")][..],
+        ] {
+            let r = reply(d.handle_http(&post(&h(ct), &b), Some("a")));
+            assert_eq!((r.status, r.message().unwrap()["error"]["code"].clone()), (415, json!(-32600)), "{ct:?}");
+        }
+        for ct in [
+            &[("Content-Type", "Application/JSON; charset=utf-8")][..],
+            &[("Content-Type", r#"application/json; profile="a,b""#)][..],
+        ] {
+            assert!(matches!(d.handle_http(&post(&h(ct), &b), Some("a")), Decision::Delegate), "{ct:?}");
+        }
     }
 
     #[test]
