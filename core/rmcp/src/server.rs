@@ -131,6 +131,8 @@ struct RmcpDelegate<S: ServerHandler> {
     public: Serve,
     /// The handler the exchanges call, started at the first (inside the runtime).
     exchanges: parking_lot::Mutex<Option<Arc<Exchanges<S>>>>,
+    /// rmcp keeps sessions (2025-era clients): no stdio then.
+    legacy_session_mode: bool,
 }
 
 fn serving<S, M>(service: StreamableHttpService<S, M>) -> Serve
@@ -155,12 +157,13 @@ impl<S: ServerHandler + Send + 'static> RmcpDelegate<S> {
             let factory = Arc::clone(&factory);
             move || factory()
         };
-        let public = if config.legacy_session_mode {
+        let legacy_session_mode = config.legacy_session_mode;
+        let public = if legacy_session_mode {
             serving(StreamableHttpService::new(make, Arc::new(LocalSessionManager::default()), config))
         } else {
             serving(StreamableHttpService::new(make, Arc::new(NeverSessionManager::default()), config))
         };
-        Self { factory, public, exchanges: parking_lot::Mutex::new(None) }
+        Self { factory, public, exchanges: parking_lot::Mutex::new(None), legacy_session_mode }
     }
 
     /// The exchanges' handler, started now if none runs (or the last one's service ended).
@@ -319,6 +322,15 @@ fn failure(message: String) -> Vec<u8> {
 }
 
 impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
+    fn serves_stdio(&self) -> Result<(), String> {
+        if self.legacy_session_mode {
+            return Err("rmcp's legacy_session_mode keeps sessions by the Mcp-Session-Id header, which stdio has no \
+                        way to carry: build the server for stdio without it (StreamableHttpServerConfig's default)"
+                .to_owned());
+        }
+        Ok(())
+    }
+
     fn serve(&self, request: http::Request<axum::body::Body>) -> BoxFuture<'static, axum::response::Response> {
         (self.public)(request)
     }

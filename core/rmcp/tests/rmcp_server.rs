@@ -254,3 +254,18 @@ async fn a_task_tool_called_without_the_extension_names_what_the_client_left_out
     assert_eq!(text_of(&execution.result().await.unwrap()), "ok = true");
     rmcp.cancel().await.unwrap();
 }
+
+/// rmcp's `legacy_session_mode` keeps sessions by a header stdio cannot carry: serving stdio with
+/// it is refused at start, saying so, instead of answering every line after `initialize` with
+/// rmcp's "no session" refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_refuses_rmcps_legacy_session_mode_at_start() {
+    let engine = Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
+    let tools = Tools { tool_router: Tools::tool_router(), saw_cancel: Arc::default(), ct_cancelled: Arc::default() };
+    let mut config = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
+    config.legacy_session_mode = true;
+    let host = DurableServer::new(engine, move || Ok(tools.clone())).config(config).task_tool("slow", |t| t).build();
+    let error = host.serve_stdio(tokio::io::empty(), tokio::io::sink()).await.unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::Unsupported);
+    assert!(error.to_string().contains("legacy_session_mode"), "{error}");
+}

@@ -34,6 +34,13 @@ pub trait Delegate: Send + Sync + 'static {
     /// Whether the server has a tool named `name`: a synchronous call of any other is refused
     /// by core as an unknown tool (-32602, HTTP 400), the same bytes as from every server.
     fn serves_tool(&self, name: &str) -> bool;
+
+    /// Whether it can serve the stdio transport, where each line reaches it as one stateless
+    /// POST (no session id to carry): `Err` says why not, and
+    /// [`Host::serve_stdio`](super::Host::serve_stdio) refuses to start with it.
+    fn serves_stdio(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The largest answer an exchange may give (a tool's result): core's default body limit times
@@ -197,14 +204,31 @@ pub(super) fn stdio_request(line: &[u8]) -> (Option<Value>, http::Request<Body>)
 
 /// Writes the delegate's answer to a stdio line as lines: a JSON answer as one, each message of
 /// an SSE answer as one as it arrives (the SDK's notifications before its response included), an
-/// empty one (a notification accepted) as none, and an HTTP refusal with no JSON-RPC message as
-/// the -32603 error of `id`.
+/// empty one (a notification accepted) as none. A request is always answered: an HTTP refusal
+/// with no JSON-RPC message, an answer over [`MAX_ANSWER_BYTES`], or a stream that fails or ends
+/// before the response to `id` is answered with a -32603 error of `id` saying which (the client
+/// would otherwise wait for it forever).
 pub(super) async fn write_lines(
     response: Response,
     id: Option<&Value>,
     lines: &tokio::sync::mpsc::UnboundedSender<String>,
 ) {
+    write_lines_within(response, id, lines, MAX_ANSWER_BYTES).await;
+}
+
+/// [`write_lines`] with an answer of at most `limit` bytes (an event, for an SSE answer).
+async fn write_lines_within(
+    response: Response,
+    id: Option<&Value>,
+    lines: &tokio::sync::mpsc::UnboundedSender<String>,
+    limit: usize,
+) {
     use futures::StreamExt;
+    let fail = |why: String| {
+        if let Some(id) = id {
+            let _ = lines.send(crate::protocol::error_response(Some(id), &RpcError::internal(why)).to_string());
+        }
+    };
     let status = response.status();
     let sse = response
         .headers()
@@ -212,43 +236,133 @@ pub(super) async fn write_lines(
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     let body = response.into_body();
     if !sse {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await else { return };
+        let bytes = match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) => bytes,
+            Err(e) => return fail(format!("the server's answer could not be read whole (at most {limit} bytes): {e}")),
+        };
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
         if serde_json::from_str::<Value>(text).is_ok() {
             let _ = lines.send(text.to_owned());
         } else if !status.is_success() {
-            let error = RpcError::internal(format!("the server refused the message: HTTP {status} {text}"));
-            let _ = lines.send(crate::protocol::error_response(id, &error).to_string());
+            fail(format!("the server refused the message: HTTP {status} {text}"));
         }
         return;
     }
     let mut pending: Vec<u8> = Vec::new();
+    // How far `pending` was searched for an event's end: each chunk is searched once.
+    let mut searched = 0;
+    let mut answered = false;
     let mut stream = body.into_data_stream();
-    while let Some(Ok(data)) = stream.next().await {
+    let ended = loop {
+        let data = match stream.next().await {
+            None => break "the server's stream ended before its answer".to_owned(),
+            Some(Err(e)) => break format!("the server's stream failed before its answer: {e}"),
+            Some(Ok(data)) => data,
+        };
         pending.extend_from_slice(&data);
         // One event ends at a blank line; an SDK's JSON-RPC message is one `data:` line.
-        while let Some(end) = find_event_end(&pending) {
+        while let Some(end) = find_event_end(&pending, searched) {
             let event: Vec<u8> = pending.drain(..end).collect();
+            searched = 0;
             for line in event.split(|b| *b == b'\n') {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if let Some(data) = line.strip_prefix(b"data:") {
                     let data = String::from_utf8_lossy(data.strip_prefix(b" ").unwrap_or(data)).trim().to_owned();
-                    if !data.is_empty() && serde_json::from_str::<Value>(&data).is_ok() {
-                        let _ = lines.send(data);
-                    }
+                    let Ok(message) = serde_json::from_str::<Value>(&data) else { continue };
+                    answered |= id.is_some_and(|id| {
+                        message.get("id") == Some(id)
+                            && (message.get("result").is_some() || message.get("error").is_some())
+                    });
+                    let _ = lines.send(data);
                 }
             }
         }
+        searched = pending.len();
+        if pending.len() > limit {
+            break format!("an event of the server's answer is over {limit} bytes");
+        }
+    };
+    if !answered {
+        fail(ended);
     }
 }
 
-/// The end (past the blank line) of the first complete SSE event in `buffer`.
-fn find_event_end(buffer: &[u8]) -> Option<usize> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|at| at + 2);
-    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4);
+/// The end (past the blank line) of the first complete SSE event in `buffer`, whose first
+/// `searched` bytes held none (a blank line may straddle that point: three bytes back are looked
+/// at again).
+fn find_event_end(buffer: &[u8], searched: usize) -> Option<usize> {
+    let from = searched.saturating_sub(3);
+    let rest = &buffer[from..];
+    let lf = rest.windows(2).position(|w| w == b"\n\n").map(|at| from + at + 2);
+    let crlf = rest.windows(4).position(|w| w == b"\r\n\r\n").map(|at| from + at + 4);
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An SSE answer made of these chunks (an `Err` fails the stream there).
+    fn sse(chunks: Vec<Result<&'static str, std::io::Error>>) -> Response {
+        let stream =
+            futures::stream::iter(chunks.into_iter().map(|c| c.map(|s| axum::body::Bytes::from_static(s.as_bytes()))));
+        Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+    }
+
+    async fn written(response: Response, id: Option<&Value>, limit: usize) -> Vec<Value> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        write_lines_within(response, id, &tx, limit).await;
+        drop(tx);
+        let mut out = Vec::new();
+        while let Some(line) = rx.recv().await {
+            out.push(serde_json::from_str(&line).unwrap());
+        }
+        out
+    }
+
+    const NOTE: &str = r#"data: {"jsonrpc":"2.0","method":"notifications/progress"}"#;
+    const ANSWER: &str = r#"data: {"jsonrpc":"2.0","id":5,"result":{}}"#;
+
+    #[tokio::test]
+    async fn an_sse_answer_split_anywhere_is_written_a_message_a_line_once_each() {
+        let id = json!(5);
+        // The blank lines straddle chunks; one event ends in CRLFs.
+        let response = sse(vec![Ok(NOTE), Ok("\n"), Ok("\n"), Ok(ANSWER), Ok("\r\n\r"), Ok("\n")]);
+        let lines = written(response, Some(&id), 1 << 20).await;
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0]["method"], "notifications/progress");
+        assert_eq!(lines[1], json!({"jsonrpc": "2.0", "id": 5, "result": {}}));
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_fails_ends_early_or_runs_over_still_answers_the_request() {
+        let id = json!(5);
+        let failed = sse(vec![Ok(NOTE), Ok("\n\n"), Err(std::io::Error::other("reset"))]);
+        let lines = written(failed, Some(&id), 1 << 20).await;
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!((lines[1]["id"].clone(), lines[1]["error"]["code"].clone()), (json!(5), json!(-32603)));
+        assert!(lines[1]["error"]["message"].as_str().unwrap().contains("failed before its answer"), "{lines:?}");
+        let ended = written(sse(vec![Ok(NOTE), Ok("\n\n")]), Some(&id), 1 << 20).await;
+        assert!(ended[1]["error"]["message"].as_str().unwrap().contains("ended before its answer"), "{ended:?}");
+        // An event that never ends is cut at the limit, not buffered without end.
+        let endless =
+            sse(vec![Ok("data: "), Ok("xxxxxxxxxxxxxxxxxxxxxxxx"), Ok("xxxxxxxxxxxxxxxxxxxxxxxx"), Ok("\n\n")]);
+        let over = written(endless, Some(&id), 32).await;
+        assert_eq!(over.len(), 1, "{over:?}");
+        assert!(over[0]["error"]["message"].as_str().unwrap().contains("over 32 bytes"), "{over:?}");
+        // A notification (no id) gets nothing more.
+        assert_eq!(written(sse(vec![Ok(NOTE), Ok("\n\n")]), None, 1 << 20).await.len(), 1);
+        // A plain answer over the limit, or an HTTP refusal without JSON, is answered too.
+        let big = Response::builder().body(Body::from(vec![b' '; 64])).unwrap();
+        assert_eq!(written(big, Some(&id), 32).await[0]["error"]["code"], -32603);
+        let refused = Response::builder().status(400).body(Body::from("Bad Request: no")).unwrap();
+        assert!(
+            written(refused, Some(&id), 1 << 20).await[0]["error"]["message"].as_str().unwrap().contains("HTTP 400")
+        );
     }
 }

@@ -29,6 +29,9 @@ impl Host {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        if let Some(Err(why)) = self.inner.delegate.as_ref().map(|d| d.serves_stdio()) {
+            return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, why));
+        }
         let (lines, mut outgoing) = mpsc::unbounded_channel::<String>();
         let writer = tokio::spawn(async move {
             let mut output = output;
