@@ -347,10 +347,13 @@ impl<S: ServerHandler + Send + 'static> Delegate for RmcpDelegate<S> {
         answered(exchanges, read_exchange(read), parts)
     }
 
-    fn serves_tool(&self, name: &str) -> bool {
+    fn serves_tool(&self, name: &str) -> Result<bool, String> {
         // rmcp's own header validation asks the same question (`get_tool`), which the
-        // `#[tool_handler]` macro answers from the tool router.
-        (self.factory)().is_ok_and(|handler| handler.get_tool(name).is_some())
+        // `#[tool_handler]` macro answers from the tool router: asked of the exchanges'
+        // long-lived handler, not of a new one per call (the factory's side effects would run
+        // each time).
+        let exchanges = self.exchanges().map_err(|e| format!("the rmcp server could not be made: {e}"))?;
+        Ok(exchanges.service.service().get_tool(name).is_some())
     }
 }
 

@@ -269,3 +269,67 @@ async fn stdio_refuses_rmcps_legacy_session_mode_at_start() {
     assert_eq!(error.kind(), std::io::ErrorKind::Unsupported);
     assert!(error.to_string().contains("legacy_session_mode"), "{error}");
 }
+
+/// A raw `tools/call` of `tool` from a client that declares no extension: status and JSON answer.
+async fn raw_call(url: &str, tool: &str) -> (u16, Value) {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": tool, "arguments": {}, "_meta": meta}});
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let json = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text).trim().to_owned();
+    (status, serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {text}")))
+}
+
+/// Serves `factory`'s server behind core on a loopback port; its URL.
+async fn serve_with(factory: impl Fn() -> Result<Tools, std::io::Error> + Send + Sync + 'static) -> String {
+    let engine = Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
+    let host = DurableServer::new(engine, factory).task_tool("slow", |t| t.poll_interval_ms(20)).build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let router = host.router("/mcp");
+    tokio::spawn(async move { mcp_tasks::host::serve(listener, router, std::future::pending()).await.unwrap() });
+    url
+}
+
+/// Whether a synchronous call's tool exists is asked of one long-lived handler, not of a new one
+/// per call (a factory's side effects ran twice a call); a factory that fails makes the call a
+/// server fault (-32603), not an unknown tool (-32602).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_call_builds_no_extra_handler_and_a_failing_factory_is_a_server_fault() {
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tools = Tools { tool_router: Tools::tool_router(), saw_cancel: Arc::default(), ct_cancelled: Arc::default() };
+    let count = Arc::clone(&made);
+    let url = serve_with(move || {
+        count.fetch_add(1, Ordering::SeqCst);
+        Ok(tools.clone())
+    })
+    .await;
+    let (status, first) = raw_call(&url, "echo").await;
+    assert_eq!(status, 200, "{first}");
+    let before = made.load(Ordering::SeqCst);
+    for _ in 0..5 {
+        let (status, answer) = raw_call(&url, "echo").await;
+        assert_eq!((status, answer["result"]["content"][0]["text"].clone()), (200, json!("{}")), "{answer}");
+    }
+    // rmcp's stateless service makes one handler per request it serves, as it does alone; core
+    // adds none.
+    assert_eq!(made.load(Ordering::SeqCst) - before, 5);
+
+    let url = serve_with(|| Err(std::io::Error::other("no database"))).await;
+    let (status, answer) = raw_call(&url, "echo").await;
+    assert_eq!(status, 500, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("no database"), "{answer}");
+}

@@ -33,7 +33,9 @@ pub trait Delegate: Send + Sync + 'static {
 
     /// Whether the server has a tool named `name`: a synchronous call of any other is refused
     /// by core as an unknown tool (-32602, HTTP 400), the same bytes as from every server.
-    fn serves_tool(&self, name: &str) -> bool;
+    /// `Err` when it cannot tell (its server could not be made): the call is then answered
+    /// -32603 with that reason, a fault of the server, not an unknown tool.
+    fn serves_tool(&self, name: &str) -> Result<bool, String>;
 
     /// Whether it can serve the stdio transport, where each line reaches it as one stateless
     /// POST (no session id to carry): `Err` says why not, and

@@ -243,8 +243,18 @@ impl Host {
         let request = HttpRequest { method: parts.method.as_str(), headers: Headers(&pairs), body: bytes.as_deref() };
         let principal = (self.inner.principal)(&parts);
         let delegate = self.inner.delegate.as_ref();
-        let serves = |tool: &str| delegate.is_none_or(|d| d.serves_tool(tool));
-        match dispatcher.handle_http_with(&request, principal.as_deref(), &serves) {
+        // Decided in a block: the cell the closure borrows is no `Sync`, and must not be held
+        // across the awaits below.
+        let (decision, unknowable) = {
+            let unknowable = std::cell::RefCell::new(None::<String>);
+            let serves = |tool: &str| serves(delegate, tool, &unknowable);
+            (dispatcher.handle_http_with(&request, principal.as_deref(), &serves), unknowable.into_inner())
+        };
+        if let (Decision::DelegateCall { reply, .. }, Some(why)) = (&decision, unknowable) {
+            let error = ProtocolError::Internal(why);
+            return http_reply(crate::protocol::server::error_reply(Some(&reply.id), &error, reply.sse));
+        }
+        match decision {
             Decision::Reply(reply) => http_reply(reply),
             Decision::Route(routed) => self.perform(routed).await,
             Decision::Delegate | Decision::DelegateCall { .. } => {
@@ -487,6 +497,23 @@ enum Answer {
 enum Failure {
     Protocol(ProtocolError),
     Tool(RpcError),
+}
+
+/// Whether the server behind (if any) has `tool`, for the dispatcher; when it cannot tell, the
+/// reason goes to `unknowable` and the answer is yes, so the caller answers the call with it.
+pub(crate) fn serves(
+    delegate: Option<&Arc<dyn Delegate>>,
+    tool: &str,
+    unknowable: &std::cell::RefCell<Option<String>>,
+) -> bool {
+    match delegate.map(|d| d.serves_tool(tool)) {
+        None | Some(Ok(true)) => true,
+        Some(Ok(false)) => false,
+        Some(Err(why)) => {
+            *unknowable.borrow_mut() = Some(why);
+            true
+        }
+    }
 }
 
 impl From<ProtocolError> for Failure {

@@ -58,8 +58,18 @@ impl Host {
             }
             let line = complete.then_some(text);
             let delegate = self.inner.delegate.as_ref();
-            let serves = |tool: &str| delegate.is_none_or(|d| d.serves_tool(tool));
-            match self.inner.dispatcher.handle_stdio_with(line, STDIO_PRINCIPAL, &serves) {
+            let (decision, unknowable) = {
+                let unknowable = std::cell::RefCell::new(None::<String>);
+                let serves = |tool: &str| super::serves(delegate, tool, &unknowable);
+                (self.inner.dispatcher.handle_stdio_with(line, STDIO_PRINCIPAL, &serves), unknowable.into_inner())
+            };
+            if let (StdioDecision::Delegate, Some(why)) = (&decision, unknowable) {
+                let (id, _) = super::delegate::stdio_request(text);
+                let error = crate::protocol::RpcError::internal(why);
+                let _ = lines.send(crate::protocol::error_response(id.as_ref(), &error).to_string());
+                continue;
+            }
+            match decision {
                 StdioDecision::Reply(message) => {
                     let _ = lines.send(message.to_string());
                 }
