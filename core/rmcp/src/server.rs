@@ -188,7 +188,8 @@ fn read_exchange(
     serde_json::from_value(message["params"].take())
 }
 
-/// The handler every exchange of a host calls, one from the factory, inside an rmcp service
+/// The exchanges of a host: each calls a handler of its own from the factory, with the peer of one
+/// long-lived rmcp service
 /// (`serve_directly`, as rmcp's stateless HTTP path serves a request) that gives its calls a
 /// [`Peer`](rmcp::Peer). A `tools/call` core made and checked goes to the handler's `call_tool`
 /// with a `RequestContext` of its own, as rmcp's service loop would make it, but without the
@@ -196,7 +197,13 @@ fn read_exchange(
 /// a task's call is in flight for the task's whole life. Nothing else goes through the service:
 /// what a tool asks of its peer is refused by its transport ([`ExchangeTransport`]).
 struct Exchanges<S: ServerHandler> {
+    /// The service of one handler: the peer every exchange's context names, and the tool list
+    /// [`RmcpDelegate::serves_tool`] reads.
     service: rmcp::service::RunningService<RoleServer, S>,
+    /// Each exchange's own handler comes from here, as rmcp's stateless service makes one per
+    /// request: state a handler keeps per instance stays with one task's run, and a handler a
+    /// panicking run left broken (a poisoned mutex) serves no later task.
+    factory: Factory<S>,
     next_id: std::sync::atomic::AtomicI64,
 }
 
@@ -214,7 +221,7 @@ impl<S: ServerHandler + Send + 'static> Exchanges<S> {
             Some(peer),
             tokio_util::sync::CancellationToken::new(),
         );
-        Ok(Self { service, next_id: std::sync::atomic::AtomicI64::new(1) })
+        Ok(Self { service, factory: Arc::clone(factory), next_id: std::sync::atomic::AtomicI64::new(1) })
     }
 
     /// One exchange, made ready now: the handler's answer as the JSON-RPC bytes rmcp's service
@@ -252,14 +259,26 @@ impl<S: ServerHandler + Send + 'static> Exchanges<S> {
         http.uri = parts.uri;
         http.version = parts.version;
         context.extensions.insert(http);
-        let job = Box::new((params, context));
+        // The task's own handler, made now; one the factory cannot make fails the task.
+        let handler = match (self.factory)() {
+            Ok(handler) => handler,
+            Err(e) => {
+                let error =
+                    ErrorData::internal_error(format!("the rmcp server could not be made for this run: {e}"), None);
+                let message = rmcp::model::ServerJsonRpcMessage::error(error, Some(id));
+                let bytes = serde_json::to_vec(&message)
+                    .unwrap_or_else(|e| failure(format!("rmcp's answer does not serialize: {e}")));
+                return futures::future::ready(json_response(bytes)).boxed();
+            }
+        };
+        let job = Box::new((handler, params, context));
         Box::pin(async move {
             use rmcp::model::{CallToolResponse, ServerJsonRpcMessage, ServerResult};
-            let (params, context) = {
+            let (handler, params, context) = {
                 let job = job;
                 *job
             };
-            let outcome = self.service.service().call_tool(params, context).await;
+            let outcome = handler.call_tool(params, context).await;
             let message = match outcome {
                 // SEP-2663: no task handle to a call that did not declare the extension, which
                 // core's exchange never does. The handler made an in-memory task of its own anyway.

@@ -333,3 +333,72 @@ async fn a_synchronous_call_builds_no_extra_handler_and_a_failing_factory_is_a_s
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("no database"), "{answer}");
 }
+
+/// A handler with state of its own per instance, as the factory makes it.
+struct Fresh {
+    tool_router: ToolRouter<Self>,
+    instance: usize,
+    guard: std::sync::Mutex<u32>,
+}
+
+#[tool_router]
+impl Fresh {
+    #[tool(description = "Names the handler instance that runs it.")]
+    async fn whoami(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(text(format!("instance {}", self.instance)))
+    }
+
+    #[tool(description = "Panics holding its instance's lock (poisoning it).")]
+    async fn poison(&self) -> Result<CallToolResult, ErrorData> {
+        let _held = self.guard.lock().unwrap();
+        panic!("poisoned")
+    }
+
+    #[tool(description = "Takes its instance's lock.")]
+    async fn guarded(&self) -> Result<CallToolResult, ErrorData> {
+        let mut count = self.guard.lock().map_err(|_| ErrorData::internal_error("a poisoned handler", None))?;
+        *count += 1;
+        Ok(text("ok"))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Fresh {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+}
+
+/// Each task's tool runs on a handler the factory made for it, as rmcp's stateless service
+/// makes one per request: per-instance state is not shared across tasks, and a handler one
+/// task's panic left poisoned serves no later task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tasks_run_has_a_handler_of_its_own() {
+    let engine = Engine::builder(Arc::new(MemoryStore::new())).build().await.unwrap();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let host = DurableServer::new(engine, move || {
+        let instance = next.fetch_add(1, Ordering::SeqCst);
+        Ok(Fresh { tool_router: Fresh::tool_router(), instance, guard: std::sync::Mutex::new(0) })
+    })
+    .task_tool("whoami", |t| t.poll_interval_ms(20))
+    .task_tool("poison", |t| t.poll_interval_ms(20))
+    .task_tool("guarded", |t| t.poll_interval_ms(20))
+    .build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let router = host.router("/mcp");
+    tokio::spawn(async move { mcp_tasks::host::serve(listener, router, std::future::pending()).await.unwrap() });
+    let rmcp = rmcp_client(&url).await;
+    let transport = Arc::new(RmcpTransport::new(rmcp.peer().clone(), url.clone()));
+    let client = Client::with_transport(transport).memory_store().build().unwrap();
+    let first = text_of(&task(client.call_tool("whoami", json!({})).await.unwrap()).result().await.unwrap());
+    let second = text_of(&task(client.call_tool("whoami", json!({})).await.unwrap()).result().await.unwrap());
+    assert_ne!(first, second, "two tasks, two handlers");
+    match task(client.call_tool("poison", json!({})).await.unwrap()).result().await.unwrap() {
+        Outcome::Failed { error } => assert_eq!(error.code, -32603, "{error:?}"),
+        other => panic!("expected failed, got {other:?}"),
+    }
+    let after = task(client.call_tool("guarded", json!({})).await.unwrap()).result().await.unwrap();
+    assert_eq!(text_of(&after), "ok", "a later task does not meet the poisoned handler");
+    rmcp.cancel().await.unwrap();
+}
