@@ -254,3 +254,31 @@ fn parse_age(text: &str) -> Option<u64> {
     };
     number.checked_mul(unit)
 }
+
+/// Writes what an operator's action did to the log (target `mcp_tasks_web::audit`): who, what,
+/// how many tasks it changed of how many named. The tasks' histories name the operator too.
+pub(crate) fn audit(viewer: &Viewer, outcome: &Outcome) {
+    let operator = viewer.name.as_deref().unwrap_or_default();
+    match outcome {
+        Outcome::Each { act, tasks, .. } => {
+            let changed = tasks.iter().filter(|t| t.outcome.changed()).count();
+            tracing::info!(target: "mcp_tasks_web::audit", operator, action = act.verb(), changed, named = tasks.len(), "operator action");
+        }
+        Outcome::Back(_) => {
+            tracing::info!(target: "mcp_tasks_web::audit", operator, changed = 1, named = 1, "operator action on one task");
+        }
+        Outcome::PurgedByAge { count } => {
+            tracing::info!(target: "mcp_tasks_web::audit", operator, action = "purge by age", changed = count, "operator action");
+        }
+        Outcome::Queued { seq, .. } => {
+            tracing::info!(target: "mcp_tasks_web::audit", operator, seq, "operator action queued for the host");
+        }
+        Outcome::Refused { message, .. } => {
+            tracing::warn!(target: "mcp_tasks_web::audit", operator, %message, "operator action refused");
+        }
+        Outcome::Store(e) => {
+            tracing::error!(target: "mcp_tasks_web::audit", operator, error = %e, "operator action failed in the store")
+        }
+        Outcome::Confirm(_) => {}
+    }
+}

@@ -193,12 +193,13 @@ pub(crate) async fn sign_in(
     Ok(Some((id, token.name.clone())))
 }
 
-/// Ends the session the request's cookie names, on every process over the store.
-pub(crate) async fn sign_out(admin: &Admin, request: &Request<Bytes>) -> Result<(), AdminError> {
-    if let Some(key) = session_key(request) {
-        admin.end_session(key).await?;
-    }
-    Ok(())
+/// Ends the session the request's cookie names, on every process over the store; answers whose
+/// it was (`None` when there was none).
+pub(crate) async fn sign_out(admin: &Admin, request: &Request<Bytes>) -> Result<Option<String>, AdminError> {
+    let Some(key) = session_key(request) else { return Ok(None) };
+    let session = admin.session(key, now_ms()).await?;
+    admin.end_session(key).await?;
+    Ok(session.map(|s| s.operator))
 }
 
 /// The `Set-Cookie` value of a session (`id`), or of its removal (`None`): `HttpOnly`,

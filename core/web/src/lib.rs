@@ -212,6 +212,7 @@ impl WebView {
         }
         // Before anything else, the sign-in form included: a rebound name reads nothing.
         if let Err(refused) = auth::host_allowed(options, &request) {
+            tracing::warn!(target: "mcp_tasks_web::audit", refused = ?refused, "request to a host this view does not answer");
             return pages::refusal(self, refused);
         }
         let rest = rest.to_owned();
@@ -241,6 +242,7 @@ impl WebView {
                 Ok(viewer) => {
                     let form = params::Params::parse(request.body());
                     let outcome = actions::act(self.admin(), &form, &viewer, options.bulk_limit).await;
+                    actions::audit(&viewer, &outcome);
                     pages::outcome(self, &viewer, outcome)
                 }
                 Err(refused) => pages::refusal(self, refused),
@@ -286,10 +288,14 @@ impl WebView {
         let form = params::Params::parse(request.body());
         let secret = form.get("token").unwrap_or_default();
         match auth::sign_in(&self.inner.options, self.admin(), secret).await {
-            Ok(Some((id, _operator))) => {
+            Ok(Some((id, operator))) => {
+                tracing::info!(target: "mcp_tasks_web::audit", %operator, "operator signed in");
                 pages::redirect(self, "/", Some(auth::cookie(&self.inner.options, request, Some(&id))))
             }
-            Ok(None) => pages::login(self, Some("That token is not one this view accepts.")),
+            Ok(None) => {
+                tracing::warn!(target: "mcp_tasks_web::audit", host = ?auth::host(request), "sign-in refused: not a token of this view");
+                pages::login(self, Some("That token is not one this view accepts."))
+            }
             Err(e) => pages::refusal(self, auth::Refusal::Store(e)),
         }
     }
@@ -299,8 +305,10 @@ impl WebView {
         if !auth::same_site(request, false) {
             return pages::refusal(self, auth::Refusal::CrossSite);
         }
-        if let Err(e) = auth::sign_out(self.admin(), request).await {
-            return pages::refusal(self, auth::Refusal::Store(e));
+        match auth::sign_out(self.admin(), request).await {
+            Ok(Some(operator)) => tracing::info!(target: "mcp_tasks_web::audit", %operator, "operator signed out"),
+            Ok(None) => {}
+            Err(e) => return pages::refusal(self, auth::Refusal::Store(e)),
         }
         pages::redirect(self, "/login", Some(auth::cookie(&self.inner.options, request, None)))
     }

@@ -728,6 +728,7 @@ async fn the_list_charts_the_last_hour_per_minute_and_shows_times_with_their_zon
 /// until a change, a limited token hears only of its principals, and a session one starts the
 /// other knows. Needs a server: `MCP_TASKS_PG_URL=$(tests/pg/start) cargo test -p mcp-tasks-web
 /// --features axum,postgres --test web -- --include-ignored`.
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a PostgreSQL server in MCP_TASKS_PG_URL (tests/run-all starts one)"]
 async fn two_views_over_postgres_follow_the_same_changes_and_share_sessions() {
@@ -776,4 +777,69 @@ async fn two_views_over_postgres_follow_the_same_changes_and_share_sessions() {
     let out = b.handle(post("/tasks/logout", "", &[("cookie", &cookie), ("sec-fetch-site", "same-origin")])).await;
     assert_eq!(out.status(), StatusCode::SEE_OTHER);
     assert_eq!(a.handle(with(get("/tasks/"), "cookie", &cookie)).await.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// A writer the test's subscriber logs into.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The log of this test binary: a global subscriber (a scoped one misses events that tests on
+/// other threads hit first, as tracing caches a call site's interest).
+fn captured() -> Captured {
+    static LOG: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this binary");
+        captured
+    })
+    .clone()
+}
+
+const AUDITOR_SECRET: &str = "0123456789abcdef-auditor";
+
+/// Sign-ins, refusals, actions and sign-outs are logged by operator (target
+/// `mcp_tasks_web::audit`), never with a secret or a session id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_trail_names_operators_and_never_a_secret_or_a_session() {
+    let captured = captured();
+    let f = fixture().await;
+    let tokens = vec![Token::new("auditor-7", AUDITOR_SECRET, None)];
+    let view = view(&f, WebOptions { open_reads: false, tokens, ..options() }).await;
+    let set = sign_in(&view, login_form(AUDITOR_SECRET)).await;
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let session = cookie.split('=').nth(1).unwrap().to_owned();
+    let refused = view.handle(login_form("a-wrong-token-of-enough-length")).await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let form = format!("action=cancel&id={}&id={}", f.ids[2], f.ids[0]);
+    let done =
+        view.handle(post("/tasks/actions", &form, &[("cookie", &cookie), ("sec-fetch-site", "same-origin")])).await;
+    assert_eq!(done.status(), StatusCode::OK, "{}", body(&done));
+    let out = view.handle(post("/tasks/logout", "", &[("cookie", &cookie), ("sec-fetch-site", "same-origin")])).await;
+    assert_eq!(out.status(), StatusCode::SEE_OTHER);
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let mine: Vec<&str> = log.lines().filter(|l| l.contains("auditor-7")).collect();
+    assert!(mine.iter().any(|l| l.contains("operator signed in")), "{log}");
+    assert!(
+        mine.iter().any(|l| l.contains("operator action")
+            && l.contains("action=\"cancel\"")
+            && l.contains("changed=1 named=2")),
+        "{log}"
+    );
+    assert!(mine.iter().any(|l| l.contains("operator signed out")), "{log}");
+    assert!(log.contains("sign-in refused"), "{log}");
+    for secret in [AUDITOR_SECRET, SECRET, BOB_SECRET, "a-wrong-token", session.as_str()] {
+        assert!(!log.contains(secret), "the log holds {secret:?}");
+    }
 }
