@@ -219,26 +219,8 @@ async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_tool_called_without_the_extension_names_what_the_client_left_out() {
     let (url, _, _) = durable().await;
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "confirm", "arguments": {}, "_meta": meta}});
-    let response = reqwest::Client::new()
-        .post(&url)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "confirm")
-        .header("accept", "application/json, text/event-stream")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    assert_eq!(status, 400, "-32021's status in the error table (docs/errors.md): {text}");
-    // rmcp may answer as an SSE event: the JSON-RPC message is its data.
-    let json = text.lines().find_map(|l| l.strip_prefix("data:")).unwrap_or(&text).trim().to_owned();
-    let answer: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let (status, answer) = raw_call(&url, "confirm", json!({"elicitation": {}})).await;
+    assert_eq!(status, 400, "-32021's status in the error table (docs/errors.md): {answer}");
     assert_eq!(answer["error"]["code"], -32021, "{answer}");
     assert_eq!(
         answer["error"]["data"]["requiredCapabilities"],
@@ -270,10 +252,11 @@ async fn stdio_refuses_rmcps_legacy_session_mode_at_start() {
     assert!(error.to_string().contains("legacy_session_mode"), "{error}");
 }
 
-/// A raw `tools/call` of `tool` from a client that declares no extension: status and JSON answer.
-async fn raw_call(url: &str, tool: &str) -> (u16, Value) {
+/// A raw `tools/call` of `tool` from a client that declares `capabilities` (no extension, so
+/// it runs synchronously): status and JSON answer.
+async fn raw_call(url: &str, tool: &str, capabilities: Value) -> (u16, Value) {
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
+                      "io.modelcontextprotocol/clientCapabilities": capabilities});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": tool, "arguments": {}, "_meta": meta}});
     let response = reqwest::Client::new()
@@ -316,11 +299,11 @@ async fn a_synchronous_call_builds_no_extra_handler_and_a_failing_factory_is_a_s
         Ok(tools.clone())
     })
     .await;
-    let (status, first) = raw_call(&url, "echo").await;
+    let (status, first) = raw_call(&url, "echo", json!({})).await;
     assert_eq!(status, 200, "{first}");
     let before = made.load(Ordering::SeqCst);
     for _ in 0..5 {
-        let (status, answer) = raw_call(&url, "echo").await;
+        let (status, answer) = raw_call(&url, "echo", json!({})).await;
         assert_eq!((status, answer["result"]["content"][0]["text"].clone()), (200, json!("{}")), "{answer}");
     }
     // rmcp's stateless service makes one handler per request it serves, as it does alone; core
@@ -328,7 +311,7 @@ async fn a_synchronous_call_builds_no_extra_handler_and_a_failing_factory_is_a_s
     assert_eq!(made.load(Ordering::SeqCst) - before, 5);
 
     let url = serve_with(|| Err(std::io::Error::other("no database"))).await;
-    let (status, answer) = raw_call(&url, "echo").await;
+    let (status, answer) = raw_call(&url, "echo", json!({})).await;
     assert_eq!(status, 500, "{answer}");
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("no database"), "{answer}");
