@@ -214,8 +214,7 @@ async fn an_rmcp_server_behind_core_runs_durable_tasks_through_its_own_handler()
 
 /// A tool that needs its task to ask mid-run (`TaskRun::required`), called synchronously by a
 /// client that did not declare the extension: -32021 naming it (HTTP 400, the table's), never
-/// -32603. Called
-/// by a declaring client, it asks and gets its answer.
+/// -32603. Called by a declaring client, it asks and gets its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_tool_called_without_the_extension_names_what_the_client_left_out() {
     let (url, _, _) = durable().await;
