@@ -146,7 +146,7 @@ pub const ERROR_TABLE: &[ErrorRow] = &[
         kind: ErrorKind::MissingCapability,
         code: -32021,
         http_status: 400,
-        when: "`tasks/*` or a `taskIds` listen without the extension in that request's `_meta`; a task-required tool called by a non-declaring client; an MRTR round asking for input the request's client did not declare (see [input only to a client that can answer it](#input-only-to-a-client-that-can-answer-it))",
+        when: "`tasks/*` or a `taskIds` listen without the extension in that request's `_meta`; a task-required tool called by a non-declaring client; an MRTR round asking for input the request's client did not declare (see [input only to a client that can answer it](#input-only-to-a-client-that-can-answer-it)); a synchronous call whose tool asks for input mid-run, which only its task could, from a client that did not declare the extension (the tool runs as a task for one that does: `data.requiredCapabilities` names the extension)",
     },
     ErrorRow {
         kind: ErrorKind::UnsupportedVersion,
