@@ -124,7 +124,7 @@ impl<'a> Headers<'a> {
         if values.next().is_some() {
             return Some("it has more than one Content-Type header".to_owned());
         }
-        let json = !outside_quotes(first).contains(',')
+        let json = !lists_outside_quotes(first)
             && first.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
         (!json).then(|| format!("its Content-Type is {first:?}"))
     }
@@ -318,20 +318,20 @@ pub enum Decision {
     },
 }
 
-/// `value` without its quoted strings (a parameter value may hold a comma), for finding a list.
-fn outside_quotes(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
+/// True when `value` has a comma outside its quoted strings (a parameter value may hold one): a
+/// list of media types, not one. A scan, not a copy: it runs on every request.
+fn lists_outside_quotes(value: &str) -> bool {
     let (mut quoted, mut escaped) = (false, false);
     for c in value.chars() {
         match (quoted, escaped, c) {
             (true, true, _) => escaped = false,
             (true, false, '\\') => escaped = true,
             (_, false, '"') => quoted = !quoted,
-            (false, _, c) => out.push(c),
-            (true, false, _) => {}
+            (false, _, ',') => return true,
+            _ => {}
         }
     }
-    out
+    false
 }
 
 /// What the dispatcher decided about one message of the stdio transport (newline-delimited
