@@ -191,7 +191,7 @@ impl Handled {
             return Err(napi::Error::from_reason("nothing is pending: perform() runs once, after handle()"));
         };
         let task_id = self.task_id.clone();
-        let Routed { reply, principal, route } = routed;
+        let Routed { reply, principal, route, .. } = routed;
         Ok(match engine.serve(&principal, route).await {
             Err(error) => Self::reply(reply.error(&error), task_id),
             Ok(Served::Result(result)) => Self::reply(reply.result(result), task_id),

@@ -135,17 +135,28 @@ impl PyClient {
 
     /// Calls a tool; resolves to `("immediate", CallToolResult dict, None)` or
     /// `("task", None, TaskExecution)` (its state is `TaskExecution.latest()`, converted only
-    /// when asked for: a quick task's caller never reads it).
+    /// when asked for: a quick task's caller never reads it). `trace` is the caller's W3C trace
+    /// context as a propagator writes it (`{"traceparent": ..., "tracestate": ..., "baggage":
+    /// ...}`), sent with the call and every request about its task; an invalid one is ignored.
+    #[pyo3(signature = (name, arguments, trace=None))]
     fn call_tool<'py>(
         &self,
         py: Python<'py>,
         name: String,
         arguments: &Bound<'py, PyAny>,
+        trace: Option<std::collections::HashMap<String, String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arguments = from_py("arguments", arguments)?;
+        let trace = trace.and_then(|carrier| {
+            mcp_tasks::trace::TraceContext::from_parts(
+                carrier.get("traceparent")?,
+                carrier.get("tracestate").map(String::as_str),
+                carrier.get("baggage").map(String::as_str),
+            )
+        });
         let client = self.inner.clone();
         crate::awaitable(py, async move {
-            match client.call_tool(&name, arguments).await.map_err(client_error)? {
+            match client.call_tool_traced(&name, arguments, trace).await.map_err(client_error)? {
                 Execution::Immediate(result) => Ok(("immediate", Some(Pythonized(result)), None)),
                 Execution::Task(task) => Ok(("task", None, Some(PyTaskExecution::new(task)))),
             }

@@ -295,7 +295,9 @@ impl PyEngine {
     /// process dies the task runs again (through [`PyEngine::start_executor`]) instead of failing.
     /// `client_capabilities`, the request's `clientCapabilities` (a dict), binds the task's input
     /// to what its client declared: `request_input` refuses the rest with `MissingCapabilityError`.
-    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None, *, max_attempts = None, backoff_ms = None, input_responses = None, client_capabilities = None))]
+    /// `trace`, a W3C trace context as a propagator writes it (`{"traceparent": ...}`), is kept
+    /// with the task: every run of it is parented to it (`TaskContext.trace`).
+    #[pyo3(signature = (principal, tool, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, arguments = None, *, max_attempts = None, backoff_ms = None, input_responses = None, client_capabilities = None, trace = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn create_task<'py>(
         &self,
@@ -310,7 +312,9 @@ impl PyEngine {
         backoff_ms: Option<u64>,
         input_responses: Option<&Bound<'py, PyAny>>,
         client_capabilities: Option<&Bound<'py, PyAny>>,
+        trace: Option<HashMap<String, String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let trace = trace_context(trace);
         let arguments = arguments.map(|a| object("arguments", a)).transpose()?;
         if let Some(arguments) = &arguments {
             self.inner.check_arguments(arguments).map_err(|e| protocol_error(&e))?;
@@ -325,7 +329,7 @@ impl PyEngine {
         let callbacks = Arc::clone(&self.callbacks);
         crate::awaitable(py, async move {
             let (created, mut ctx) =
-                engine.create_task_for(&principal, &tool, options, call).await.map_err(engine_error)?;
+                engine.create_task_traced(&principal, &tool, options, call, trace).await.map_err(engine_error)?;
             if let Some(envelope) = envelope {
                 ctx.bind_envelope(engine.share_envelope(envelope));
             }
@@ -336,7 +340,7 @@ impl PyEngine {
     /// Creates a task that waits for a worker instead of running here (a front-end's create):
     /// stored durably with `arguments`, then claimed by a process running
     /// [`PyEngine::start_executor`] for `tool`. Resolves to the `CreateTaskResult` dict.
-    #[pyo3(signature = (principal, tool, arguments, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, *, max_attempts = None, backoff_ms = None, input_responses = None, client_capabilities = None))]
+    #[pyo3(signature = (principal, tool, arguments, ttl_ms = None, unlimited_ttl = false, poll_interval_ms = None, *, max_attempts = None, backoff_ms = None, input_responses = None, client_capabilities = None, trace = None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the Python keyword arguments")]
     fn enqueue_task<'py>(
         &self,
@@ -351,7 +355,9 @@ impl PyEngine {
         backoff_ms: Option<u64>,
         input_responses: Option<&Bound<'py, PyAny>>,
         client_capabilities: Option<&Bound<'py, PyAny>>,
+        trace: Option<HashMap<String, String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let trace = trace_context(trace);
         let arguments = object("arguments", arguments)?;
         self.inner.check_arguments(&arguments).map_err(|e| protocol_error(&e))?;
         let engine = self.inner.clone();
@@ -359,7 +365,8 @@ impl PyEngine {
         // The worker that claims it checks the task's input against the request's capabilities.
         let call = stored_call(arguments, input_responses, client_envelope(client_capabilities)?)?;
         crate::awaitable(py, async move {
-            let created = engine.enqueue_task(&principal, &tool, options, call).await.map_err(engine_error)?;
+            let created =
+                engine.enqueue_task_traced(&principal, &tool, options, call, trace).await.map_err(engine_error)?;
             Ok(Pythonized(created))
         })
     }
@@ -385,6 +392,13 @@ impl PyEngine {
         if let Some(executor) = self.executor.lock().take() {
             executor.abort();
         }
+    }
+
+    /// The W3C trace context `principal`'s task keeps, as a propagator's carrier, for a span
+    /// about the task to link to; None when it keeps none (or the principal cannot see it).
+    fn task_trace<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.inner.clone();
+        crate::awaitable(py, async move { Ok(engine.task_trace(&principal, &task_id).await.map(|t| trace_carrier(&t))) })
     }
 
     /// `tasks/get`: resolves to the `DetailedTask` (a dict).
@@ -488,6 +502,13 @@ impl PyTaskContext {
     #[getter]
     fn attempt(&self) -> u32 {
         self.handle.attempt()
+    }
+
+    /// The W3C trace context the task keeps (`{"traceparent": ..., "tracestate": ...,
+    /// "baggage": ...}`), which a run is parented to; None when it keeps none.
+    #[getter]
+    fn trace(&self) -> Option<HashMap<String, String>> {
+        self.handle.trace().map(|t| trace_carrier(&t))
     }
 
     /// The last checkpoint saved for the task (by this attempt or an earlier one), or None.
@@ -995,7 +1016,7 @@ impl PyRouted {
     /// [`PySseListen`] to send as `text/event-stream`, or to `((status, headers, body), None)`,
     /// the protocol error a refused listen gets, as the Rust host answers it.
     fn open_listen<'py>(&self, py: Python<'py>, principal: String) -> PyResult<Bound<'py, PyAny>> {
-        let Routed { reply, principal, route } = self.take(principal)?;
+        let Routed { reply, principal, route, .. } = self.take(principal)?;
         if !matches!(route, Route::Listen { .. }) {
             return Err(pyo3::exceptions::PyValueError::new_err("Routed.open_listen serves subscriptions/listen"));
         }
@@ -1015,7 +1036,7 @@ impl PyRouted {
     /// Performs `tasks/get`, `tasks/update` or `tasks/cancel` for `principal`: resolves to
     /// `(status, headers, body)`, the reply (a protocol error included) as the Rust host sends it.
     fn perform<'py>(&self, py: Python<'py>, principal: String) -> PyResult<Bound<'py, PyAny>> {
-        let Routed { reply, principal, route } = self.take(principal)?;
+        let Routed { reply, principal, route, .. } = self.take(principal)?;
         let task_id = tasks_task_id(&route).ok_or_else(|| not_tasks("Routed.perform", "tools/call"))?;
         let (engine, callbacks) = (self.engine.clone(), Arc::clone(&self.callbacks));
         crate::awaitable(py, async move {
@@ -1048,7 +1069,7 @@ impl PyRouted {
         max_attempts: Option<u32>,
         backoff_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let Routed { reply, principal, route } = self.take(principal)?;
+        let Routed { reply, principal, route, trace } = self.take(principal)?;
         let Route::CallTool(call) = route else {
             return Err(pyo3::exceptions::PyValueError::new_err("Routed.create serves tools/call: use perform"));
         };
@@ -1066,7 +1087,9 @@ impl PyRouted {
                 envelope: Some(envelope.clone()),
                 ..StoredCall::default()
             });
-            match engine.create_task_for(&principal, &name, options, stored).await {
+            // Core performs this request without the SDK's span: the task keeps its caller's
+            // trace context.
+            match engine.create_task_traced(&principal, &name, options, stored, trace).await {
                 Ok((created, mut ctx)) => {
                     // The task's input is checked against what this request declared.
                     ctx.bind_envelope(engine.share_envelope(envelope));
@@ -1158,4 +1181,20 @@ impl PyListen {
     fn close_result(&self) -> Pythonized<serde_json::Value> {
         Pythonized(self.frames.close_result())
     }
+}
+
+/// A trace context from a propagator's carrier (`traceparent`, `tracestate`, `baggage`); `None`
+/// without a valid `traceparent`.
+fn trace_context(carrier: Option<HashMap<String, String>>) -> Option<mcp_tasks::trace::TraceContext> {
+    let carrier = carrier?;
+    mcp_tasks::trace::TraceContext::from_parts(
+        carrier.get("traceparent")?,
+        carrier.get("tracestate").map(String::as_str),
+        carrier.get("baggage").map(String::as_str),
+    )
+}
+
+/// A trace context as a propagator's carrier.
+fn trace_carrier(trace: &mcp_tasks::trace::TraceContext) -> HashMap<String, String> {
+    trace.to_meta().into_iter().filter_map(|(k, v)| Some((k, v.as_str()?.to_owned()))).collect()
 }

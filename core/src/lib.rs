@@ -21,6 +21,8 @@
 //! - [`admin`] (feature `sqlite`): operating a store from outside its servers (list, show,
 //!   cancel, purge, tail, stats), safe on a live store; the `mcp-tasks` CLI (`core/cli`) prints it.
 //! - [`metrics`]: an engine's Prometheus metrics and the fields of its `tracing` events.
+//! - [`trace`]: W3C trace context (SEP-414) on the host's spans; [`otel`] (feature `otel`):
+//!   their OTLP export from the standard `OTEL_*` environment.
 //! - [`clock`]: where time and ids come from.
 
 #![warn(missing_docs)]
@@ -35,7 +37,10 @@ pub mod engine;
 pub mod host;
 pub mod limits;
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod store;
+pub mod trace;
 
 pub use engine::{Engine, EngineConfig, EngineError, TaskContext, TaskOptions};
 /// The sans-IO protocol layer (the `mcp-tasks-protocol` crate).

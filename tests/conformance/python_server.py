@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -151,6 +152,11 @@ def build(store: str) -> MCPServer:
 
 
 def main() -> None:
+    # The application's own OpenTelemetry SDK, when the trace tests name an OTLP endpoint.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "otel"))
+    from app_sdk import configure
+
+    configure()
     store = sys.argv[2] if len(sys.argv) > 2 else "memory://"
     if sys.argv[1] == "--stdio":
         # stdout is the protocol channel: nothing else may be printed there.

@@ -149,9 +149,14 @@ def _outcome(data: dict[str, Any], task_id: str | None, failures: _HandlerFailur
 class TaskExecution:
     """A task being followed."""
 
-    def __init__(self, native: _native.TaskExecution, failures: _HandlerFailures | None = None) -> None:
+    def __init__(
+        self, native: _native.TaskExecution, failures: _HandlerFailures | None = None, span: Any = None
+    ) -> None:
         self._native = native
         self._failures = failures
+        # The call's OpenTelemetry client span (when the application has the OpenTelemetry API):
+        # it lasts until the outcome is read.
+        self._span = span
 
     @property
     def task_id(self) -> str:
@@ -168,7 +173,11 @@ class TaskExecution:
 
     async def result(self) -> Outcome:
         """Waits for the outcome (and marks it delivered, so ``resume_all`` will not repeat it)."""
-        return _outcome(await self._native.result(), self.task_id, self._failures)
+        outcome = _outcome(await self._native.result(), self.task_id, self._failures)
+        code = outcome.error.get("code") if outcome.error else None
+        _end_span(self._span, outcome.kind, code)
+        self._span = None
+        return outcome
 
     async def value(self) -> CallToolResult:
         """The ``CallToolResult``, or raises the typed error for a failed, cancelled, gone or expired
@@ -321,13 +330,22 @@ class TasksClient:
         self._native = _native.Client(options, _wrap(input_handler, self._failures), _transport)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Execution:
-        """Calls a tool; MRTR rounds are answered by the input handler and retried."""
+        """Calls a tool; MRTR rounds are answered by the input handler and retried.
+
+        Where the application has the OpenTelemetry API, the call gets a client span (a child of
+        the current span) lasting until the task's outcome is read, and its W3C trace context
+        goes with the call and every request about its task (SEP-414)."""
+        span, carrier = _client_span(name)
         try:
-            kind, body, task = await self._native.call_tool(name, dict(arguments or {}))
+            kind, body, task = await self._native.call_tool(name, dict(arguments or {}), carrier)
         except McpTaskError as e:
+            _end_span(span, None, e.code)
             raise self._failures.chain(e)
         if kind == "task" and task is not None:
-            return Execution(immediate=None, task=TaskExecution(task, self._failures))
+            if span is not None:
+                span.set_attribute("mcp.task.id", task.task_id)
+            return Execution(immediate=None, task=TaskExecution(task, self._failures, span))
+        _end_span(span, "completed")
         return Execution(immediate=body, task=None)
 
     async def _follow(self, created: dict[str, Any], tool: str) -> TaskExecution:
@@ -577,3 +595,39 @@ __all__ = [
     "TasksClient",
     "TasksClientExtension",
 ]
+
+
+def _client_span(tool: str) -> tuple[Any, dict[str, str] | None]:
+    """The call's client span and the trace context to send, from the application's own
+    OpenTelemetry API (no SDK of ours: its configured provider and propagator decide); nothing
+    without the API installed."""
+    try:
+        from opentelemetry import propagate, trace
+    except ImportError:
+        return None, None
+    span = trace.get_tracer("mcp_tasks").start_span(
+        f"tools/call {tool}",
+        kind=trace.SpanKind.CLIENT,
+        attributes={
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.name": tool,
+            "gen_ai.operation.name": "execute_tool",
+        },
+    )
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return span, carrier or None
+
+
+def _end_span(span: Any, status: str | None, code: int | None = None) -> None:
+    """Ends a client span with the task's outcome (`task.status`, and `error.type` on failure)."""
+    if span is None:
+        return
+    if status is not None:
+        span.set_attribute("task.status", status)
+    if code is not None:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("error.type", str(code))
+        span.set_status(Status(StatusCode.ERROR))
+    span.end()

@@ -45,7 +45,7 @@ try:  # mcp 2.3.0's transport checks, repeated where core performs a request wit
 except ImportError:  # pragma: no cover - another mcp: every request goes through it
     TransportSecurityMiddleware = None  # type: ignore[assignment,misc]
 
-from . import _native
+from . import _native, _otel
 
 EXTENSION_ID: str = _native.EXTENSION_ID
 
@@ -291,7 +291,10 @@ class CurrentTask:
         """Moves the task to ``input_required`` with these ``InputRequests`` (key -> request)
         and returns the answers once ``tasks/update`` has answered every key.
         ``ctx.elicit`` does the same for one elicitation."""
-        return dict(await self._native.request_input(dict(requests)))
+        _otel.event("task.input_requested", len(requests))
+        answers = dict(await self._native.request_input(dict(requests)))
+        _otel.event("task.input_received", len(answers))
+        return answers
 
     async def _ask(self, method: str, params: Mapping[str, Any] | None) -> Any:
         self._next_key += 1
@@ -481,7 +484,15 @@ class TasksExtension(Extension):
 
     async def _tasks_method(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams | None) -> dict[str, Any]:
         # Core's errors are mcp MCPErrors (McpTaskError subclasses it): mcp answers them as they are.
-        return await self._server.handle(ctx.method, ctx.params, _headers(ctx), self._principal_of(ctx))
+        principal = self._principal_of(ctx)
+        try:
+            return await self._server.handle(ctx.method, ctx.params, _headers(ctx), principal)
+        finally:
+            # mcp's span of this request links to the task's trace (its create and runs).
+            task_id = (ctx.params or {}).get("taskId")
+            if isinstance(task_id, str) and _otel.recording():
+                _otel.annotate(task_id)
+                _otel.link(await self._engine.task_trace(principal, task_id))
 
     # -- install: listen and the early routing of extension traffic ---------------------------
 
@@ -699,14 +710,17 @@ class TasksExtension(Extension):
         responses = _wire_responses(params)
         if self._execution == "workers":
             # A front-end: the task waits in the store for a worker (serve_worker) to run it.
-            return await self._engine.enqueue_task(
+            enqueued = await self._engine.enqueue_task(
                 self._principal_of(ctx),
                 params.name,
                 params.arguments or {},
                 input_responses=responses,
                 client_capabilities=_client_capabilities(ctx),
+                trace=_otel.task_trace(ctx.params),
                 **config._options(),
             )
+            _otel.annotate(enqueued.get("taskId"))
+            return enqueued
         resumable = config.max_attempts is not None
         created, task = await self._engine.create_task(
             self._principal_of(ctx),
@@ -716,6 +730,8 @@ class TasksExtension(Extension):
             input_responses=responses if resumable else None,
             # The task's input is checked against what this request declared.
             client_capabilities=_client_capabilities(ctx),
+            # Its runs are parented to this request's span (or its caller's context).
+            trace=_otel.task_trace(ctx.params),
             **config._options(),
         )
         if self._runs_without_request(params.name):
@@ -731,7 +747,8 @@ class TasksExtension(Extension):
             outbound = session._request_outbound  # type: ignore[attr-defined]
             if not isinstance(outbound, _TaskAwareOutbound):
                 session._request_outbound = _TaskAwareOutbound(outbound)  # type: ignore[attr-defined]
-            self._spawn(functools.partial(call_next, ctx), task)
+            self._spawn(functools.partial(call_next, ctx), task, params.name)
+        _otel.annotate(task.task_id)
         return created
 
     async def _open_listen_early(
@@ -830,11 +847,11 @@ class TasksExtension(Extension):
         resolvers goes with it: not a request's ``_meta`` and answers, which would keep its
         decoded body alive."""
         slim = CallToolRequestParams(name=tool, arguments=arguments)
-        self._spawn(functools.partial(self._mcp_server._handle_call_tool, None, slim), task)
+        self._spawn(functools.partial(self._mcp_server._handle_call_tool, None, slim), task, tool)
 
-    def _spawn(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext) -> None:
+    def _spawn(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext, tool: str | None = None) -> None:
         """Runs a task's work in the background; tasks/cancel (or expiry) cancels it."""
-        run = asyncio.ensure_future(self._run(work, task))
+        run = asyncio.ensure_future(self._run(work, task, tool))
         task.on_cancel(run.cancel)
         self._running.add(run)
         run.add_done_callback(self._running.discard)
@@ -857,24 +874,31 @@ class TasksExtension(Extension):
         after = extensions[extensions.index(self) + 1 :] if self in extensions else extensions
         return all(type(e).intercept_tool_call is Extension.intercept_tool_call for e in after)
 
-    async def _run(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext) -> None:
+    async def _run(self, work: Callable[[], Awaitable[Any]], task: _native.TaskContext, tool: str | None = None) -> None:
         # The runner's context (copied at its creation) carries the task for current_task().
         # `work` starts the tool's call when called (a partial, not a coroutine made in advance:
         # a runner cancelled before its first step would leave that coroutine never awaited).
         _current.set(CurrentTask(task))
-        try:
-            result = _to_wire(await work())
-        except asyncio.CancelledError:
-            if task.is_cancelled():
+        # The run's span (the application's OpenTelemetry, if any): the tool's own spans are its
+        # children, on whichever process runs this attempt.
+        with _otel.run_span(task, tool) as span:
+            try:
+                result = _to_wire(await work())
+            except asyncio.CancelledError:
+                if task.is_cancelled():
+                    _otel.outcome(span, "cancelled")
+                    return
+                raise  # cancelled for another reason (shutdown)
+            except MCPError as e:
+                _otel.outcome(span, "failed", e.error.code)
+                await task.fail(e.error.code, e.error.message, e.error.data)
                 return
-            raise  # cancelled for another reason (shutdown)
-        except MCPError as e:
-            await task.fail(e.error.code, e.error.message, e.error.data)
-            return
-        except Exception as e:  # the work failed outside the protocol: core makes it a server fault
-            await task.fail_exception(e)
-            return
-        await task.complete(result)
+            except Exception as e:  # the work failed outside the protocol: core makes it a server fault
+                _otel.outcome(span, "failed", -32603)
+                await task.fail_exception(e)
+                return
+            _otel.outcome(span, "completed")
+            await task.complete(result)
 
     # -- tasks that wait for a worker: resumed after a crash, or a front-end's -----------------
 
@@ -933,7 +957,7 @@ class TasksExtension(Extension):
         # mcp's own tools/call handler (argument validation, a ToolError as an isError result),
         # with no request behind it: there is no client session to ask through, so a tool run
         # this way asks with current_task().request_input, not ctx.elicit.
-        await self._run(functools.partial(self._mcp_server._handle_call_tool, None, params), task)
+        await self._run(functools.partial(self._mcp_server._handle_call_tool, None, params), task, tool)
 
 
 def _wire_responses(params: CallToolRequestParams) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -53,6 +54,11 @@ async def sleep(seconds: float = 60.0) -> str:
 
 
 if __name__ == "__main__":
+    # The application's own OpenTelemetry SDK, when the trace tests name an OTLP endpoint.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests/otel"))
+    from app_sdk import configure
+
+    configure()
     port = int(sys.argv[1])
     app = server.streamable_http_app(stateless_http=True, json_response=True)
     print(f"listening on http://127.0.0.1:{port}/mcp", flush=True)

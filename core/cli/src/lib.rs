@@ -166,8 +166,13 @@ where
             return 1;
         }
     };
+    // With the `otel` feature and an OTLP endpoint in the environment, the command's span
+    // (an operator's cancel linked to the task's trace) is exported; flushed when this returns.
+    #[cfg(feature = "otel")]
+    let _otel = otel::install();
+    let span = command_span(&cli.command);
     let mut out = std::io::stdout().lock();
-    match runtime.block_on(execute(cli, &mut out)) {
+    match runtime.block_on(tracing::Instrument::instrument(execute(cli, &mut out), span)) {
         Ok(code) => code,
         // A closed pipe (`mcp-tasks list | head`) ends the output, not in an error.
         Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
@@ -182,6 +187,55 @@ where
             // Bad usage is 2, as a parse error is (the module docs' exit statuses).
             if matches!(e, Failure::Usage(_)) { 2 } else { 1 }
         }
+    }
+}
+
+/// The span of one command: `mcp-tasks cancel`, with the task it names.
+fn command_span(command: &Command) -> tracing::Span {
+    let (name, task) = match command {
+        Command::List { .. } => ("list", None),
+        Command::Show { id } => ("show", Some(id.as_str())),
+        Command::Cancel { id, .. } => ("cancel", Some(id.as_str())),
+        Command::Purge { .. } => ("purge", None),
+        Command::Tail { .. } => ("tail", None),
+        Command::Web(_) => ("web", None),
+        Command::Stats { .. } => ("stats", None),
+    };
+    tracing::info_span!(
+        "mcp_tasks_command",
+        otel.name = format!("mcp-tasks {name}"),
+        "mcp.task.id" = task,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// Links the command's span to the trace `task` keeps (an operator's cancel shows in it).
+fn link_task(task: &TaskRecord) {
+    if let Some(trace) = &task.trace {
+        mcp_tasks::trace::link(&tracing::Span::current(), trace);
+    }
+}
+
+#[cfg(feature = "otel")]
+mod otel {
+    use tracing_subscriber::prelude::*;
+
+    /// Installs the OTLP export the environment configures, if any, for this command.
+    pub(super) fn install() -> Option<(tracing::subscriber::DefaultGuard, mcp_tasks::otel::OtelGuard)> {
+        let export = match mcp_tasks::otel::from_env() {
+            Ok(export) => export?,
+            Err(e) => {
+                eprintln!("mcp-tasks: warning: {e}; nothing is exported");
+                return None;
+            }
+        };
+        let (layer, guard) = export.into_layer();
+        let filter = tracing_subscriber::filter::Targets::new()
+            .with_target("mcp_tasks", tracing::Level::INFO)
+            .with_target("mcp_tasks_cli", tracing::Level::INFO)
+            .with_target("mcp_tasks_web", tracing::Level::INFO);
+        let subscriber = tracing_subscriber::registry().with(layer.with_filter(filter));
+        Some((tracing::subscriber::set_default(subscriber), guard))
     }
 }
 
@@ -236,6 +290,7 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
         }
         Command::Show { id } => match admin.show(&id).await? {
             Some(task) => {
+                link_task(&task);
                 let mut shown = with_owner(get_result(task.to_detailed()), &task);
                 let history = admin.history(&id).await?;
                 if let Value::Object(map) = &mut shown {
@@ -254,6 +309,11 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
         },
         Command::Cancel { id, operator, wait: seconds } => {
             let operator = operator.or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "operator".into());
+            if !tracing::Span::current().is_disabled()
+                && let Some(task) = admin.show(&id).await?
+            {
+                link_task(&task);
+            }
             let applied = admin.with_wait(wait(seconds)?).with_operator(operator).cancel(&id).await?;
             report(out, &id, applied)
         }
@@ -337,12 +397,27 @@ pub struct WebFlags {
     /// (`x-forwarded-proto`): the sign-in cookie is `Secure` when it says https.
     #[arg(long, value_name = "HEADER")]
     forwarded_proto_header: Option<String>,
+    /// Links a task's trace id to your tracing UI: an http(s) URL with {trace_id}, such as
+    /// http://jaeger:16686/trace/{trace_id}.
+    #[arg(long, value_name = "URL", env = "MCP_TASKS_TRACE_URL")]
+    trace_url: Option<String>,
 }
 
 /// `mcp-tasks web`: serves the view until interrupted.
 async fn web(admin: Admin, flags: WebFlags, out: &mut impl Write) -> Result<i32, Failure> {
-    let WebFlags { listen, token_file, read_only, prefix, show_payloads, allowed_hosts, forwarded_proto_header } =
-        flags;
+    let WebFlags {
+        listen,
+        token_file,
+        read_only,
+        prefix,
+        show_payloads,
+        allowed_hosts,
+        forwarded_proto_header,
+        trace_url,
+    } = flags;
+    let trace_url = trace_url
+        .map(|url| mcp_tasks_web::check_trace_url(&url).map_err(|e| Failure::Usage(format!("--trace-url: {e}"))))
+        .transpose()?;
     if let Some(bad) = allowed_hosts.iter().find(|h| h.trim().is_empty() || h.contains(['/', ' '])) {
         return Err(Failure::Usage(format!("--allowed-host {bad:?}: a host name such as tasks.example.com")));
     }
@@ -374,6 +449,7 @@ async fn web(admin: Admin, flags: WebFlags, out: &mut impl Write) -> Result<i32,
         allowed_hosts,
         forwarded_proto_header,
         show_payloads,
+        trace_url,
         ..mcp_tasks_web::WebOptions::default()
     };
     let listener =
@@ -409,6 +485,10 @@ fn with_owner(mut value: Value, task: &TaskRecord) -> Value {
     if let Value::Object(map) = &mut value {
         map.insert("tool".into(), Value::String(task.tool.clone()));
         map.insert("principal".into(), Value::String(task.principal.clone()));
+        // The trace the task's runs belong to (SEP-414), for the operator's tracing UI.
+        if let Some(trace) = &task.trace {
+            map.insert("traceparent".into(), Value::String(trace.traceparent.clone()));
+        }
     }
     value
 }

@@ -422,6 +422,15 @@ impl Outgoing {
         serde_json::json!({ "method": self.method(), "params": self.params() })
     }
 
+    /// [`Outgoing::params`] with `trace` in `_meta` (the transport adds the envelope beside it).
+    pub fn params_traced(&self, trace: Option<&crate::trace::TraceContext>) -> Value {
+        let mut params = self.params();
+        if let (Some(trace), Value::Object(map)) = (trace, &mut params) {
+            map.insert("_meta".into(), Value::Object(trace.to_meta()));
+        }
+        params
+    }
+
     /// The params (without `_meta`; the transport adds the envelope).
     pub fn params(&self) -> Value {
         match self {
@@ -509,6 +518,10 @@ pub struct DriverState {
     pub answered_keys: BTreeSet<String>,
     /// A cancel that was requested, if any.
     pub cancel: Option<CancelMode>,
+    /// The trace context of the call that created the task (SEP-414): sent in `_meta` with
+    /// every poll, answer and cancel of it, so the server links them to the caller's trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// Follows one task to its outcome. See the module docs for the drain order.
@@ -555,6 +568,7 @@ impl TaskDriver {
             seen_keys: BTreeSet::new(),
             answered_keys: BTreeSet::new(),
             cancel: None,
+            trace: None,
         };
         let mut driver = Self::resume(state, now_ms, config);
         driver.next_poll_ms = now_ms.saturating_add(driver.interval());
@@ -594,6 +608,19 @@ impl TaskDriver {
     /// The task id.
     pub fn task_id(&self) -> &str {
         &self.state.task_id
+    }
+
+    /// Sends `trace` with every later request about the task (kept in [`TaskDriver::state`]).
+    pub fn set_trace(&mut self, trace: Option<crate::trace::TraceContext>) {
+        if self.state.trace != trace {
+            self.state.trace = trace;
+            self.revision += 1;
+        }
+    }
+
+    /// The trace context sent with the task's requests ([`Outgoing::params_traced`]).
+    pub fn trace(&self) -> Option<&crate::trace::TraceContext> {
+        self.state.trace.as_ref()
     }
 
     /// The latest state seen.

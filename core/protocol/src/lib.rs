@@ -19,6 +19,7 @@ pub mod request_state;
 pub mod server;
 pub mod task;
 pub mod time;
+pub mod trace;
 pub mod types;
 
 pub use error::{
@@ -27,4 +28,5 @@ pub use error::{
 pub use history::{Actor, HistoryEntry, HistoryEvent, TaskHistory};
 pub use negotiation::{Dispatch, Envelope, TaskMode};
 pub use task::{Resume, SparseMap, StoredCall, TaskEvent, TaskRecord, TransitionError};
+pub use trace::TraceContext;
 pub use types::*;

@@ -365,6 +365,9 @@ pub struct Routed {
     pub principal: String,
     /// What to do.
     pub route: Route,
+    /// The caller's W3C trace context from `params._meta` (SEP-414), when valid: a task
+    /// created by this request keeps it, and the request's span is its child.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// The replies to one routed request ([`Routed::reply`]).
@@ -594,7 +597,8 @@ impl Dispatcher {
             }
             Err(error) => return Decision::Reply(error_reply(Some(&id), &error, sse)),
         };
-        Decision::Route(Routed { reply: ReplyTo { id, sse }, principal: principal.to_owned(), route: routed })
+        let trace = crate::trace::TraceContext::from_params(params.as_ref());
+        Decision::Route(Routed { reply: ReplyTo { id, sse }, principal: principal.to_owned(), route: routed, trace })
     }
 
     /// How core would frame an answer to a delegated request (its id, SSE for a client that
@@ -725,6 +729,7 @@ impl Dispatcher {
                 reply: ReplyTo { id, sse: false },
                 principal: principal.to_owned(),
                 route,
+                trace: crate::trace::TraceContext::from_params(params.as_ref()),
             }),
             Err(error) => refuse(Some(&id), &error),
         }
@@ -864,6 +869,17 @@ pub fn unknown_tool(tool: &str) -> ProtocolError {
 }
 
 impl Route {
+    /// The JSON-RPC method this route serves.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Self::CallTool(_) => "tools/call",
+            Self::GetTask { .. } => "tasks/get",
+            Self::UpdateTask { .. } => "tasks/update",
+            Self::CancelTask { .. } => "tasks/cancel",
+            Self::Listen { .. } => "subscriptions/listen",
+        }
+    }
+
     /// A listen an SDK behind a delegating dispatcher serves: its filter names no tasks but
     /// other events. One that names nothing at all is answered here (an acknowledgement of the
     /// empty filter and the end of the stream), on every server alike.
@@ -1132,6 +1148,7 @@ mod tests {
             reply: ReplyTo { id: json!(9), sse: false },
             principal: "p".into(),
             route: Route::GetTask { task_id: "t".into() },
+            trace: None,
         };
         let mut task =
             TaskRecord::new("t".into(), "p".into(), "o".into(), "tool".into(), 1_000, Some(60_000), Some(500));

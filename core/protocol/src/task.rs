@@ -97,6 +97,11 @@ pub struct TaskRecord {
     /// their answers rather than a duplicate-key error.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub reissuable_keys: BTreeSet<String>,
+    /// The trace context the task's runs are parented to (SEP-414): the creating request's
+    /// span where the server traced it, else the caller's own. Kept with the task so a run on
+    /// any worker, after any restart, joins the caller's trace. Boxed: most tasks have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Box<crate::trace::TraceContext>>,
 }
 
 /// A JSON object map (a record's input requests or answers) that is one pointer while empty:
@@ -366,6 +371,7 @@ impl TaskRecord {
             checkpoint: None,
             runnable_at_ms: None,
             reissuable_keys: BTreeSet::new(),
+            trace: None,
         }
     }
 

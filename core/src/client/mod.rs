@@ -27,6 +27,8 @@ pub use crate::protocol::client::InputRequest;
 use async_trait::async_trait;
 pub use listen::{MAX_LISTEN_STREAMS, MAX_TASKS_PER_LISTEN};
 use serde_json::{Map, Value, json};
+
+pub use crate::protocol::trace::TraceContext;
 use slot::{Command, Frame, Inbound, Slot, Timers};
 pub use stdio::{StderrMode, StdioCommand, StdioTransport};
 #[cfg(feature = "sqlite")]
@@ -819,10 +821,54 @@ impl Client {
     }
 
     /// Calls a tool. MRTR rounds are answered with the input handler and retried; a task result
-    /// is persisted and followed in the background.
+    /// is persisted and followed in the background. The call joins the current `tracing` span's
+    /// trace where an OpenTelemetry layer records it ([`Client::call_tool_traced`]).
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Execution, ClientError> {
+        self.call_tool_traced(name, arguments, None).await
+    }
+
+    /// [`Client::call_tool`] inside the caller's trace `trace` (W3C trace context, SEP-414; a
+    /// binding passes its language's current context). The call has a client span, a child of
+    /// `trace` (or of the current `tracing` span), that lasts until the task's outcome; its
+    /// context goes in `_meta` with the `tools/call` and every `tasks/get`, `tasks/update` and
+    /// `tasks/cancel` of the task, and is kept with the task reference, so a resumed client
+    /// still sends it. Without an OpenTelemetry layer, `trace` itself is sent.
+    pub async fn call_tool_traced(
+        &self,
+        name: &str,
+        arguments: Value,
+        trace: Option<TraceContext>,
+    ) -> Result<Execution, ClientError> {
         self.inner.check_open()?;
+        let span = client_span(name);
+        crate::trace::adopt(&span, trace.as_ref());
+        let baggage = trace.as_ref().and_then(|t| t.baggage.as_deref());
+        let sent = crate::trace::context_of(&span, baggage).or(trace);
         let mut params = json!({ "name": name, "arguments": arguments });
+        if let Some(sent) = &sent {
+            params["_meta"] = Value::Object(sent.to_meta());
+        }
+        let execution = tracing::Instrument::instrument(self.call_rounds(name, params, sent), span.clone()).await;
+        match &execution {
+            Ok(Execution::Task(task)) => {
+                span.record("mcp.task.id", task.task_id());
+                task.slot.keep_span(span);
+            }
+            Ok(Execution::Immediate(_)) => {}
+            Err(e) => {
+                span.record("error.type", e.code().to_string());
+                span.record("otel.status_code", "error");
+            }
+        }
+        execution
+    }
+
+    async fn call_rounds(
+        &self,
+        name: &str,
+        mut params: Value,
+        trace: Option<TraceContext>,
+    ) -> Result<Execution, ClientError> {
         for _ in 0..=self.inner.config.max_input_rounds {
             let result = self.inner.transport.request("tools/call", params.clone()).await?;
             let created_id = created_task_id(&result);
@@ -853,7 +899,8 @@ impl Client {
                     }
                 }
                 CallResult::Task(task) => {
-                    return Ok(Execution::Task(self.follow(task, name, params["arguments"].clone()).await?));
+                    let arguments = params["arguments"].clone();
+                    return Ok(Execution::Task(self.follow_traced(task, name, arguments, trace).await?));
                 }
             }
         }
@@ -900,8 +947,21 @@ impl Client {
     /// Follows a task created by a `tools/call` this client did not send (e.g. one a host SDK
     /// sent and received the `CreateTaskResult` of): persists its reference and drives it.
     pub async fn follow(&self, task: Task, tool: &str, arguments: Value) -> Result<TaskExecution, ClientError> {
+        self.follow_traced(task, tool, arguments, None).await
+    }
+
+    /// [`Client::follow`] sending `trace` (the creating call's context) with every request
+    /// about the task.
+    pub async fn follow_traced(
+        &self,
+        task: Task,
+        tool: &str,
+        arguments: Value,
+        trace: Option<TraceContext>,
+    ) -> Result<TaskExecution, ClientError> {
         self.inner.check_open()?;
-        let driver = TaskDriver::new(task, self.inner.clock.now_ms(), self.inner.config.driver);
+        let mut driver = TaskDriver::new(task, self.inner.clock.now_ms(), self.inner.config.driver);
+        driver.set_trace(trace);
         let reference = TaskReference {
             endpoint: self.inner.transport.endpoint().to_owned(),
             task_id: driver.task_id().to_owned(),
@@ -1004,6 +1064,23 @@ fn run_step(inner: Arc<Inner>, slot: Arc<Slot>, follow: Box<Follow>) {
         None => slot.close(None),
     }
 }
+/// The client span of one `tools/call` (OpenTelemetry semantic conventions for MCP: kind client,
+/// named `tools/call {tool}`), held until the task's outcome when the call made a task.
+fn client_span(tool: &str) -> tracing::Span {
+    tracing::info_span!(
+        "mcp_client_call",
+        otel.name = format!("tools/call {tool}"),
+        otel.kind = "client",
+        "mcp.method.name" = "tools/call",
+        "gen_ai.tool.name" = tool,
+        "gen_ai.operation.name" = "execute_tool",
+        "mcp.task.id" = tracing::field::Empty,
+        "task.status" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
 /// The id of the task a `tools/call` result says the server created, if it names one (read
 /// before the rest of the result, which may not be readable).
 fn created_task_id(result: &Value) -> Option<String> {
@@ -1021,7 +1098,7 @@ const ABANDON_CANCEL_WAIT: Duration = Duration::from_secs(2);
 async fn flush(inner: &Inner, driver: &mut TaskDriver, past_outcome: bool) {
     while past_outcome || driver.outcome().is_none() {
         let Some(out) = driver.poll_outgoing() else { break };
-        let result = inner.transport.request(out.method(), out.params()).await;
+        let result = inner.transport.request(out.method(), out.params_traced(driver.trace())).await;
         let now = inner.clock.now_ms();
         match (&out, result) {
             // An answer that cannot be read ends the driver (asking again would read the same);

@@ -80,6 +80,8 @@ struct State {
     parked: Option<Box<Follow>>,
     /// The earliest deadline of this slot's entries in [`Timers`] that has not fired yet.
     armed: Option<u64>,
+    /// The call's client span, ended with the outcome (boxed: most clients record no spans).
+    span: Option<Box<tracing::Span>>,
 }
 
 impl Slot {
@@ -96,6 +98,7 @@ impl Slot {
                 closed,
                 parked: None,
                 armed: None,
+                span: None,
             }),
             changed: Notify::new(),
             client,
@@ -203,17 +206,36 @@ impl Slot {
     /// waits is dropped (an answer's sender with it, so its caller hears the task is finished),
     /// and readers are woken.
     pub(super) fn close(&self, outcome: Option<Outcome>) {
-        let items = {
+        let (items, span) = {
             let mut state = self.state.lock();
             if let Some(outcome) = outcome {
                 state.outcome = Some(Box::new(outcome));
             }
             state.closed = true;
             state.unpark();
-            std::mem::take(&mut state.items)
+            let span = state.outcome.is_some().then(|| state.span.take()).flatten();
+            (std::mem::take(&mut state.items), span.map(|span| (span, state.outcome.clone())))
         };
         drop(items);
+        if let Some((span, outcome)) = span {
+            end_span(&span, outcome.as_deref());
+        }
         self.changed.notify_waiters();
+    }
+
+    /// Holds the call's client span until the task's outcome (ends it now if that is known).
+    pub(super) fn keep_span(&self, span: tracing::Span) {
+        if span.is_disabled() {
+            return;
+        }
+        let mut state = self.state.lock();
+        match state.outcome.clone() {
+            Some(outcome) if state.closed => {
+                drop(state);
+                end_span(&span, Some(&outcome));
+            }
+            _ => state.span = Some(Box::new(span)),
+        }
     }
 
     /// Whether the driver is gone.
@@ -382,4 +404,21 @@ async fn run_timers(timers: Arc<Timers>, clock: Arc<dyn Clock>, closed: tokio_ut
             () = timers.earlier.notified() => {}
         }
     }
+}
+
+/// Records the task's outcome on the call's client span (which ends when dropped).
+fn end_span(span: &tracing::Span, outcome: Option<&Outcome>) {
+    let status = match outcome {
+        Some(Outcome::Completed { .. }) => "completed",
+        Some(Outcome::Failed { error }) => {
+            span.record("error.type", error.code.to_string());
+            span.record("otel.status_code", "error");
+            "failed"
+        }
+        Some(Outcome::Cancelled) => "cancelled",
+        Some(Outcome::Gone) => "gone",
+        Some(Outcome::Expired) => "expired",
+        None => return,
+    };
+    span.record("task.status", status);
 }

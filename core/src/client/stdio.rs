@@ -362,7 +362,13 @@ impl StdioTransport {
 
     fn send(&self, conn: &Conn, id: u64, method: &str, params: Value) -> Result<(), ClientError> {
         let mut params = if params.is_object() { params } else { json!({}) };
+        // The caller's trace context (SEP-414) rides beside the envelope, as over HTTP.
+        let trace =
+            params.get("_meta").and_then(Value::as_object).and_then(crate::protocol::trace::TraceContext::from_meta);
         params["_meta"] = envelope(&self.capabilities, &self.client_info);
+        if let (Some(trace), Some(meta)) = (trace, params["_meta"].as_object_mut()) {
+            trace.write_meta(meta);
+        }
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         conn.write(message.to_string())
     }

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use super::ClientError;
 use crate::protocol::client::InvalidResult;
 use crate::protocol::number;
+use crate::protocol::trace::TraceContext;
 use crate::protocol::{
     EXTENSION_ID, ErrorKind, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
     RpcError,
@@ -176,13 +177,22 @@ fn meta_text(capabilities: &Value, client_info: &Value) -> std::sync::Arc<str> {
 }
 
 /// A request's JSON-RPC body: `params` (an object; anything else is sent as `{}`) with `meta`
-/// (JSON text of an object) as its `_meta`, which replaces one the caller set.
+/// (JSON text of an object) as its `_meta`, which replaces one the caller set but for its valid
+/// trace context (SEP-414 `traceparent`, `tracestate`, `baggage`), which is carried over.
 fn request_body(id: u64, method: &str, params: Value, meta: &str) -> Vec<u8> {
     let mut params = match params {
         Value::Object(params) => params,
         _ => serde_json::Map::new(),
     };
-    params.shift_remove("_meta");
+    let trace = params.shift_remove("_meta").as_ref().and_then(Value::as_object).and_then(TraceContext::from_meta);
+    let traced;
+    let meta = match trace {
+        Some(trace) => {
+            traced = with_trace(meta, &trace);
+            traced.as_str()
+        }
+        None => meta,
+    };
     let mut body = Vec::with_capacity(192 + meta.len());
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     body.extend_from_slice(id.to_string().as_bytes());
@@ -199,6 +209,13 @@ fn request_body(id: u64, method: &str, params: Value, meta: &str) -> Vec<u8> {
     body.extend_from_slice(meta.as_bytes());
     body.extend_from_slice(b"}}");
     body
+}
+
+/// `meta` (JSON text of an object) with `trace`'s keys added.
+fn with_trace(meta: &str, trace: &TraceContext) -> String {
+    let mut object: serde_json::Map<String, Value> = serde_json::from_str(meta).unwrap_or_default();
+    trace.write_meta(&mut object);
+    Value::Object(object).to_string()
 }
 
 /// Turns one JSON-RPC response message (`{"result": ...}` or `{"error": {...}}`) into the result

@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{Engine, EngineError, Limits, Live, Waiter};
+use crate::protocol::trace::TraceContext;
 use crate::protocol::{Envelope, InputRequests, InputResponses, RpcError, TaskEvent, TaskStatus, TransitionError};
 
 /// The work's handle on its task. Finish it with [`TaskContext::complete`] or
@@ -136,6 +137,12 @@ impl TaskHandle {
         self.live.committed.read().attempt
     }
 
+    /// The trace context the task keeps (SEP-414): its create's span, or its caller's context
+    /// where the creating server traced nothing; a run is parented to it.
+    pub fn trace(&self) -> Option<TraceContext> {
+        self.live.committed.read().trace.as_deref().cloned()
+    }
+
     /// The last checkpoint saved with [`TaskHandle::checkpoint`], by this attempt or an earlier
     /// one; `None` when none was saved.
     pub fn saved_checkpoint(&self) -> Option<Value> {
@@ -175,10 +182,17 @@ impl TaskHandle {
             self.live.waiters.lock().retain(|w| w.keys != keys);
             return Err(e);
         }
-        tokio::select! {
+        // Span events of the run (its keys' count only: requests and answers may carry what
+        // the user typed, which no span holds).
+        tracing::info!(target: "mcp_tasks::task", keys = keys.len(), "task.input_requested");
+        let answers = tokio::select! {
             answers = rx => answers.map_err(|_| EngineError::Cancelled),
             () = self.live.cancel.cancelled() => Err(EngineError::Cancelled),
+        };
+        if answers.is_ok() {
+            tracing::info!(target: "mcp_tasks::task", keys = keys.len(), "task.input_received");
         }
+        answers
     }
 }
 

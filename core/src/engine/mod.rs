@@ -31,6 +31,7 @@ pub use serve::Served;
 pub use sse_listen::SseListen;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
+use crate::protocol::trace::TraceContext;
 use crate::protocol::{
     Actor, CreateTaskResult, DetailedTask, Envelope, InputResponses, ProtocolError, ResultType, Resume, StoredCall,
     TaskEvent, TaskRecord, TransitionError,
@@ -617,6 +618,18 @@ impl Engine {
         self.inner.envelopes.share(envelope)
     }
 
+    /// The trace context `principal`'s task `id` keeps (SEP-414), for a span about the task (a
+    /// poll, an answer, a cancel) to link to: from memory where the task runs or recently
+    /// finished here, else from the store (another worker's task). `None` for a task the
+    /// principal cannot see, or one that keeps none.
+    pub async fn task_trace(&self, principal: &str, id: &str) -> Option<TraceContext> {
+        let task = match self.get_cached(principal, id) {
+            Some(cached) => cached.ok()?,
+            None => Arc::new(self.inner.store.get(id).await.ok()??),
+        };
+        (task.principal == principal).then(|| task.trace.as_deref().cloned()).flatten()
+    }
+
     /// Creates a task for `principal` running `tool`: stores it durably, then returns the
     /// `CreateTaskResult` and the handle the work uses. Send the result only after this returns.
     pub async fn create_task(
@@ -638,7 +651,21 @@ impl Engine {
         options: TaskOptions,
         call: Option<StoredCall>,
     ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
+        self.create_task_traced(principal, tool, options, call, None).await
+    }
+
+    /// [`Engine::create_task_for`] keeping `trace` with the task (SEP-414): every run of it, on
+    /// any worker and after any restart, is parented to it ([`TaskContext::trace`]).
+    pub async fn create_task_traced(
+        &self,
+        principal: &str,
+        tool: &str,
+        options: TaskOptions,
+        call: Option<StoredCall>,
+        trace: Option<TraceContext>,
+    ) -> Result<(CreateTaskResult, TaskContext), EngineError> {
         let mut record = self.new_record(principal, tool, options);
+        record.trace = trace.map(Box::new);
         if let (Some(resume), Some(call)) = (options.resume, call) {
             record.resume = Some(resume);
             record.call = Some(Box::new(call));
@@ -662,7 +689,20 @@ impl Engine {
         options: TaskOptions,
         call: StoredCall,
     ) -> Result<CreateTaskResult, EngineError> {
+        self.enqueue_task_traced(principal, tool, options, call, None).await
+    }
+
+    /// [`Engine::enqueue_task`] keeping `trace` with the task, for the worker that claims it.
+    pub async fn enqueue_task_traced(
+        &self,
+        principal: &str,
+        tool: &str,
+        options: TaskOptions,
+        call: StoredCall,
+        trace: Option<TraceContext>,
+    ) -> Result<CreateTaskResult, EngineError> {
         let mut record = self.new_record(principal, tool, options);
+        record.trace = trace.map(Box::new);
         record.owner = String::new();
         record.attempt = 0;
         record.runnable_at_ms = Some(record.created_at_ms);

@@ -32,11 +32,12 @@ use crate::engine::{ClaimedTask, Engine, EngineError, Served, Subscription, Task
 use crate::protocol::TaskMode;
 use crate::protocol::negotiation::Dispatch;
 use crate::protocol::server::{
-    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Routed,
-    ToolCallRoute, ToolEntry, input_required_result,
+    Decision, Dispatcher, DispatcherConfig, Headers, HttpRequest, ListenFrames, REQUEST_STATE_TTL_MS, Reply, Route,
+    Routed, ToolCallRoute, ToolEntry, input_required_result,
 };
 use crate::protocol::task::with_complete_result_type;
 use crate::protocol::{ProtocolError, RpcError, request_state};
+use crate::trace::{self, TraceContext};
 
 /// Derives the caller's principal from the HTTP request (its auth); `None` answers 401.
 pub type PrincipalFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
@@ -211,15 +212,18 @@ impl Host {
     }
 
     /// Handles one HTTP request (headers and body) and returns the HTTP response, inside a
-    /// `mcp_request` span naming its `Mcp-Method`.
+    /// `mcp_request` span naming its `Mcp-Method` ([`request_span`]), parented to the caller's
+    /// trace context when its `_meta` carries one.
     pub async fn handle(&self, parts: Parts, body: Body) -> Response {
         // Borrowed: a span records its fields only when a subscriber wants it.
         let method = parts.headers.get("mcp-method").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let span = tracing::info_span!("mcp_request", method);
-        tracing::Instrument::instrument(self.handle_inner(parts, body), span).await
+        let span = request_span(method);
+        // Entered only once the request is decoded: an OpenTelemetry span takes its parent (the
+        // caller's `_meta` context) when it is first entered.
+        self.handle_inner(parts, body, span).await
     }
 
-    async fn handle_inner(&self, parts: Parts, body: Body) -> Response {
+    async fn handle_inner(&self, parts: Parts, body: Body, span: tracing::Span) -> Response {
         let dispatcher = &self.inner.dispatcher;
         // One byte past the limit tells "too large" from "exactly the limit".
         let bytes = match axum::body::to_bytes(body, dispatcher.config().max_body_bytes).await {
@@ -256,7 +260,10 @@ impl Host {
         }
         match decision {
             Decision::Reply(reply) => http_reply(reply),
-            Decision::Route(routed) => self.perform(routed).await,
+            Decision::Route(routed) => {
+                describe_request(&span, &routed);
+                tracing::Instrument::instrument(self.perform(routed), span).await
+            }
             Decision::Delegate | Decision::DelegateCall { .. } => {
                 // Without a delegate the dispatcher is built without `delegate`.
                 let delegate = delegate.expect("a host with nothing behind it never delegates");
@@ -269,7 +276,8 @@ impl Host {
                 drop(texts);
                 let Some(reply) = reframe else {
                     let body = bytes.map_or_else(Body::empty, Body::from);
-                    return delegate.serve(http::Request::from_parts(parts, body)).await;
+                    let served = delegate.serve(http::Request::from_parts(parts, body));
+                    return tracing::Instrument::instrument(served, span).await;
                 };
                 let body = delegate::with_plain_id(bytes.as_deref().unwrap_or_default(), &reply.id);
                 let mut request = http::Request::from_parts(parts, Body::from(body));
@@ -297,23 +305,60 @@ impl Host {
         let engine = &self.inner.engine;
         // The route moves into the engine (a call's arguments are not copied); the reply needs
         // only the request's id and framing.
-        let Routed { reply, principal, route } = routed;
-        match engine.serve(&principal, route).await {
+        let Routed { reply, principal, route, trace } = routed;
+        let span = tracing::Span::current();
+        // The tasks this request concerns, whose traces its span links to (a listen's first
+        // few: a link per task it streams would grow the span without bound).
+        let linked: Vec<String> = match &route {
+            _ if span.is_disabled() => Vec::new(),
+            Route::GetTask { task_id } | Route::UpdateTask { task_id, .. } | Route::CancelTask { task_id } => {
+                vec![task_id.clone()]
+            }
+            Route::Listen { task_ids: Some(ids), .. } => ids.iter().take(MAX_LISTEN_LINKS).cloned().collect(),
+            Route::CallTool(_) | Route::Listen { .. } => Vec::new(),
+        };
+        let performed = match engine.serve(&principal, route).await {
             Ok(Served::Result(result)) => Performed::Reply(reply.result(result)),
             Ok(Served::Task(task)) => Performed::Reply(reply.task(&task)),
             Ok(Served::Listen(subscription)) => Performed::Listen(subscription, reply.listen_frames()),
-            Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&principal, call).await {
+            Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&principal, call, trace).await {
                 Ok(Answer::Result(result)) => reply.result(result),
-                Ok(Answer::Created(created)) => reply.result_of(&created),
-                Err(Failure::Protocol(e)) => reply.error(&e),
-                Err(Failure::Tool(e)) => reply.tool_error(&e),
+                Ok(Answer::Created(created)) => {
+                    span.record("mcp.task.id", created.task.task_id.as_str());
+                    reply.result_of(&created)
+                }
+                Err(Failure::Protocol(e)) => {
+                    record_error(&span, e.code());
+                    reply.error(&e)
+                }
+                Err(Failure::Tool(e)) => {
+                    record_error(&span, e.code);
+                    reply.tool_error(&e)
+                }
             }),
-            Err(e) => Performed::Reply(reply.error(&e)),
+            Err(e) => {
+                record_error(&span, e.code());
+                Performed::Reply(reply.error(&e))
+            }
+        };
+        // A poll, an answer, a cancel: linked to the task's own trace (its create, and so its
+        // runs), whose id the caller's trace may not share.
+        for task_id in linked {
+            if let Some(task_trace) = engine.task_trace(&principal, &task_id).await {
+                trace::link(&span, &task_trace);
+            }
         }
+        performed
+
     }
 
     /// Runs a routed `tools/call`: the MRTR phase first, then a task or a synchronous run.
-    async fn call_tool(&self, principal: &str, route: Box<ToolCallRoute>) -> Result<Answer, Failure> {
+    async fn call_tool(
+        &self,
+        principal: &str,
+        route: Box<ToolCallRoute>,
+        caller: Option<TraceContext>,
+    ) -> Result<Answer, Failure> {
         let engine = &self.inner.engine;
         let tool = self
             .inner
@@ -359,7 +404,7 @@ impl Host {
             }
             Dispatch::Task if self.inner.execution == Execution::Workers => {
                 let created = engine
-                    .enqueue_task(principal, &tool.name, tool.options, call.stored())
+                    .enqueue_task_traced(principal, &tool.name, tool.options, call.stored(), task_trace(caller))
                     .await
                     .map_err(|e| e.to_protocol())?;
                 Ok(Answer::Created(created))
@@ -368,7 +413,7 @@ impl Host {
                 // Only a resumable tool's call is kept: a later attempt runs it again.
                 let stored = tool.options.resume.map(|_| call.stored());
                 let (created, mut ctx) = engine
-                    .create_task_for(principal, &tool.name, tool.options, stored)
+                    .create_task_traced(principal, &tool.name, tool.options, stored, task_trace(caller))
                     .await
                     .map_err(|e| e.to_protocol())?;
                 // The task's input is checked against what this request declared.
@@ -406,16 +451,12 @@ impl crate::engine::Executor for Host {
 }
 
 /// Spawns a task's work: runs the tool, turns a panic into a failure, and records the outcome,
-/// inside a `mcp_task` span.
+/// inside a `mcp_task` span ([`run_span`]): a child of the task's trace context, on whichever
+/// process runs this attempt.
 fn spawn_work(tool: &Tool, mut call: ToolCall, ctx: TaskContext) {
     let handler = Arc::clone(&tool.handler);
-    let span = tracing::info_span!(
-        "mcp_task",
-        task_id = %ctx.task_id(),
-        tool = %tool.name,
-        principal = %crate::metrics::principal_hash(&call.principal),
-        attempt = ctx.attempt(),
-    );
+    let span = run_span(ctx.task_id(), &tool.name, &call.principal, ctx.attempt());
+    trace::adopt(&span, ctx.trace().as_ref());
     // The call lives as long as the task: its arguments, decoded by growing a map (a two-key
     // object had room for three entries, ~100 B each), are rebuilt to their exact size.
     call.arguments = std::mem::take(&mut call.arguments).into_iter().collect();
@@ -438,13 +479,110 @@ fn spawn_work(tool: &Tool, mut call: ToolCall, ctx: TaskContext) {
         // worker took it over).
         let outcome = tokio::select! {
             outcome = run => outcome,
-            () = ctx.cancelled() => return,
+            () = ctx.cancelled() => {
+                // Cancelled, expired, or taken over by another worker: what the task is now.
+                tracing::Span::current().record("task.status", ctx.status().as_str());
+                return;
+            }
+        };
+        let span = tracing::Span::current();
+        match &outcome {
+            Ok(_) => span.record("task.status", "completed"),
+            Err(e) => {
+                record_error(&span, e.code);
+                span.record("task.status", "failed")
+            }
         };
         if let Err(e) = Box::pin(finish(ctx, outcome)).await {
             tracing::error!(error = %e, "could not record a task's outcome");
         }
     };
     tokio::spawn(tracing::Instrument::instrument(work, span));
+}
+
+/// How many of a listen's tasks its span links to.
+const MAX_LISTEN_LINKS: usize = 32;
+
+/// The span of one request: `mcp_request`, exported under the OpenTelemetry semantic
+/// conventions for MCP (<https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/>, Development
+/// status): named `{mcp.method.name} {target}`, kind server, with the tool, request id and task
+/// id where they apply. No argument, result, input or token is recorded.
+pub fn request_span(method: &str) -> tracing::Span {
+    tracing::info_span!(
+        "mcp_request",
+        method,
+        otel.name = method,
+        otel.kind = "server",
+        "mcp.method.name" = method,
+        "mcp.protocol.version" = crate::protocol::PROTOCOL_VERSION,
+        "jsonrpc.request.id" = tracing::field::Empty,
+        "gen_ai.tool.name" = tracing::field::Empty,
+        "gen_ai.operation.name" = tracing::field::Empty,
+        "mcp.task.id" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        "rpc.response.status_code" = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// The span of one run attempt of a task: `mcp_task`, exported as `task.run` with the task id,
+/// tool, attempt, the caller's principal hash, and its outcome (`task.status`, `error.type`).
+pub fn run_span(task_id: &str, tool: &str, principal: &str, attempt: u32) -> tracing::Span {
+    // No `tracing` parent: a span keeps its parent open until it closes itself, and the request
+    // that created the task ends long before its run. The run's OpenTelemetry parent is the
+    // context the task keeps ([`trace::adopt`]).
+    tracing::info_span!(
+        parent: None,
+        "mcp_task",
+        otel.name = "task.run",
+        otel.kind = "internal",
+        "mcp.task.id" = task_id,
+        "gen_ai.tool.name" = tool,
+        "task.attempt" = i64::from(attempt),
+        principal = %crate::metrics::principal_hash(principal),
+        "task.status" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// Names a request span after its route (`tools/call report`), records the task it concerns,
+/// and parents it to the caller's trace context: before the span is first entered, when an
+/// OpenTelemetry span takes its name and parent.
+pub(crate) fn describe_request(span: &tracing::Span, routed: &Routed) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("jsonrpc.request.id", routed.reply.id.to_string().trim_matches('"'));
+    match &routed.route {
+        Route::CallTool(call) => {
+            span.record("otel.name", format!("tools/call {}", call.name));
+            span.record("gen_ai.tool.name", call.name.as_str());
+            span.record("gen_ai.operation.name", "execute_tool");
+        }
+        Route::GetTask { task_id } | Route::UpdateTask { task_id, .. } | Route::CancelTask { task_id } => {
+            span.record("mcp.task.id", task_id.as_str());
+        }
+        Route::Listen { .. } => {}
+    }
+    trace::adopt(span, routed.trace.as_ref());
+}
+
+/// Marks a span failed with a JSON-RPC error code (semantic conventions: `error.type` and
+/// `rpc.response.status_code` are the code; the message, which may quote what the user sent, is
+/// not recorded).
+fn record_error(span: &tracing::Span, code: i64) {
+    let code = code.to_string();
+    span.record("error.type", code.as_str());
+    span.record("rpc.response.status_code", code.as_str());
+    span.record("otel.status_code", "error");
+}
+
+/// The trace context a new task keeps: its create's span where an OpenTelemetry layer records
+/// it (so every run is a child of the create), else the caller's own context.
+fn task_trace(caller: Option<TraceContext>) -> Option<TraceContext> {
+    let baggage = caller.as_ref().and_then(|c| c.baggage.as_deref());
+    trace::context_of(&tracing::Span::current(), baggage).or(caller)
 }
 
 /// Records a task's outcome: its result, or the error its tool raised.

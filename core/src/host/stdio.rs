@@ -109,9 +109,11 @@ impl Host {
                     // Held while spawning, so a listen that ends at once cannot remove its entry
                     // before it is made.
                     let mut open = listens.lock();
+                    let span = super::request_span(routed.route.method());
+                    super::describe_request(&span, &routed);
                     let work = tokio::spawn(async move {
                         let id = routed.reply.id.clone();
-                        match host.performed(routed).await {
+                        match tracing::Instrument::instrument(host.performed(routed), span).await {
                             Performed::Reply(reply) => {
                                 if let Some(json) = reply.json() {
                                     let _ = lines.send(json.to_owned());

@@ -84,6 +84,31 @@ pub struct WebOptions {
     pub payload_limit: usize,
     /// The most tasks an action on "everything matching" may change.
     pub bulk_limit: usize,
+    /// A task page links its trace id here, `{trace_id}` replaced by it (Jaeger:
+    /// `http://jaeger:16686/trace/{trace_id}`; Tempo, Honeycomb... alike). Only an `http` or
+    /// `https` URL is accepted ([`WebOptions::with_trace_url`]).
+    pub trace_url: Option<String>,
+}
+
+impl WebOptions {
+    /// Sets [`WebOptions::trace_url`]: an `http://` or `https://` URL holding `{trace_id}`;
+    /// anything else (a `javascript:` URL, no placeholder) is refused with why.
+    pub fn with_trace_url(mut self, template: &str) -> Result<Self, String> {
+        self.trace_url = Some(check_trace_url(template)?);
+        Ok(self)
+    }
+}
+
+/// A trace URL template as [`WebOptions::with_trace_url`] accepts it.
+pub fn check_trace_url(template: &str) -> Result<String, String> {
+    let lower = template.trim().to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err(format!("trace URL {template:?}: only http:// and https:// URLs are linked"));
+    }
+    if !template.contains("{trace_id}") {
+        return Err(format!("trace URL {template:?} has no {{trace_id}} to replace"));
+    }
+    Ok(template.trim().to_owned())
 }
 
 impl Default for WebOptions {
@@ -101,6 +126,7 @@ impl Default for WebOptions {
             redact: None,
             payload_limit: 64 * 1024,
             bulk_limit: 1_000,
+            trace_url: None,
         }
     }
 }
@@ -119,6 +145,7 @@ impl std::fmt::Debug for WebOptions {
             .field("max_held", &self.max_held)
             .field("show_payloads", &self.show_payloads)
             .field("redact", &self.redact.is_some())
+            .field("trace_url", &self.trace_url)
             .finish_non_exhaustive()
     }
 }

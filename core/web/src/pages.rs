@@ -144,6 +144,10 @@ struct TaskView {
     poll: String,
     attempt: u32,
     resumable: bool,
+    /// The task's trace id (W3C trace context it keeps), and its link where the operator set a
+    /// trace URL template.
+    trace_id: Option<String>,
+    trace_link: Option<String>,
     checkpoint: Option<String>,
     waiting_for: Vec<String>,
     waiting_since: Option<When>,
@@ -418,6 +422,8 @@ fn task_view(view: &WebView, task: &TaskRecord, waiting_since: Option<When>) -> 
         poll: task.poll_interval_ms.map_or_else(|| "–".to_owned(), |ms| format!("{ms} ms")),
         attempt: task.attempt,
         resumable: task.resume.is_some(),
+        trace_id: task.trace.as_ref().map(|t| t.trace_id().to_owned()),
+        trace_link: task.trace.as_ref().zip(options.trace_url.as_deref()).map(|(t, url)| t.link(url)),
         checkpoint: task.checkpoint.as_ref().map(|c| {
             let text = c.to_string();
             if text.len() > 200 { format!("{} bytes", text.len()) } else { text }

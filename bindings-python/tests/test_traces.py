@@ -1,0 +1,282 @@
+"""A task's trace end to end (SEP-414 trace context, exported with OpenTelemetry), for each server
+face: the Rust host (the fixture server built with core's `otel` feature, exporting itself) and the
+Python server (mcp's MCPServer with TasksExtension, exporting through the application's own
+OpenTelemetry SDK: tests/otel/app_sdk.py), each to a real OTLP/HTTP receiver (tests/otel/receiver.py:
+`opentelemetry-proto`'s definitions decoding what the exporter sent); and the Python client's own
+spans from the application's OpenTelemetry SDK.
+
+Asserted: one trace holds the client's call span, the create (its child), the run (the create's
+child, with `task.attempt`, its input round as events and its outcome), every poll and answer (the
+client's children, linked to the task's trace); a caller with no trace context gets a fresh trace
+per task; an invalid one is ignored; and, on PostgreSQL, a run killed with SIGKILL resumes on a
+second worker as attempt 2, still the create's child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from mcp_tasks import InputRequest, TasksClient
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests/otel"))
+from receiver import Receiver  # noqa: E402
+
+BINARY = ROOT / "target/debug/fixture-server"
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+}
+
+# The application's own SDK (the client's spans): one provider per process, kept in memory.
+CLIENT_SPANS = InMemorySpanExporter()
+if not isinstance(trace.get_tracer_provider(), TracerProvider):
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(CLIENT_SPANS))
+    trace.set_tracer_provider(provider)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PYTHON_SERVER = ROOT / "tests/conformance/python_server.py"
+RESUMABLE_APP = ROOT / "bindings-python/tests/apps/resumable.py"
+
+
+@dataclass(frozen=True)
+class Face:
+    """A server face as these tests start it: its command on a store, and its resumable tool."""
+
+    name: str
+    resumable_tool: str
+    step_ms_key: str
+
+    def command(self, port: int, store: str) -> tuple[list[str], dict[str, str]]:
+        if self.name == "rust":
+            return [str(BINARY), str(port), "--store", store], {}
+        return [sys.executable, str(PYTHON_SERVER), str(port), store], {}
+
+    def worker(self, port: int, store: str) -> tuple[list[str], dict[str, str]]:
+        """A server that resumes a dead worker's resumable tasks, with a 1 s lease."""
+        if self.name == "rust":
+            return [str(BINARY), str(port), "--store", store, "--lease-ms", "1000", "--sweep-ms", "200",
+                    "--resumable"], {}
+        return [sys.executable, str(RESUMABLE_APP), str(port)], {"MCP_TASKS_STORE": store}
+
+
+FACES = [Face("rust", "resumable_count", "stepMs"), Face("python", "count", "step_ms")]
+
+
+class Server:
+    """A server exporting its spans to `endpoint` as `service`."""
+
+    def __init__(self, endpoint: str, service: str, port: int, command: tuple[list[str], dict[str, str]]) -> None:
+        if not BINARY.exists():
+            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server"],
+                           cwd=ROOT, check=True)
+        argv, extra = command
+        self.port = port
+        env = {**os.environ, **extra, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": service,
+               "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                assert self.proc.poll() is None, "the server exited at start"
+                assert time.monotonic() < deadline, "the server did not listen"
+                time.sleep(0.05)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+
+def rpc(url: str, method: str, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One JSON-RPC request with the 2026-07-28 envelope plus `meta` in `_meta`."""
+    params = {**params, "_meta": {**META, **(meta or {})}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    name = params.get("name") if method == "tools/call" else params.get("taskId")
+    if name:
+        headers["Mcp-Name"] = name
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def named(spans: list[dict[str, Any]], name: str, task_id: str | None = None) -> list[dict[str, Any]]:
+    return [s for s in spans if s["name"] == name and (task_id is None or s["attributes"].get("mcp.task.id") == task_id)]
+
+
+@pytest.fixture()
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture(params=FACES, ids=lambda face: face.name)
+def face(request: pytest.FixtureRequest) -> Face:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture()
+def server(receiver: Receiver, face: Face, tmp_path: Path) -> Iterator[Server]:
+    port = _free_port()
+    s = Server(receiver.endpoint, f"{face.name}-server", port, face.command(port, f"sqlite:///{tmp_path}/tasks.db"))
+    yield s
+    s.kill(signal.SIGINT)
+
+
+async def test_one_trace_holds_the_call_the_create_the_run_its_input_round_the_polls_and_the_outcome(
+    receiver: Receiver, face: Face, server: Server
+) -> None:
+    CLIENT_SPANS.clear()
+
+    async def answer(request: InputRequest) -> dict[str, Any]:
+        return {"action": "accept", "content": {"confirm": True}}
+
+    client = TasksClient(server.url, store="memory://", input_handler=answer, notifications=False)
+    with trace.get_tracer("agent").start_as_current_span("agent turn") as turn:
+        execution = await client.call_tool("confirm_delete", {"filename": "secret-plans.txt"})
+        assert execution.task is not None
+        task_id = execution.task.task_id
+        outcome = await execution.result()
+    assert outcome.kind == "completed"
+    await client.close()
+
+    trace_id = format(turn.get_span_context().trace_id, "032x")
+    (call,) = [s for s in CLIENT_SPANS.get_finished_spans() if s.name == "tools/call confirm_delete"]
+    assert format(call.context.trace_id, "032x") == trace_id
+    assert call.parent is not None and call.parent.span_id == turn.get_span_context().span_id
+    assert call.kind == trace.SpanKind.CLIENT
+    assert call.attributes is not None and call.attributes["mcp.task.id"] == task_id
+    assert call.attributes["task.status"] == "completed"
+    call_id = format(call.context.span_id, "016x")
+
+    spans = receiver.wait_for(lambda got: any(s["attributes"].get("task.status") for s in named(got, "task.run", task_id))
+                              and named(got, "tasks/update", task_id))
+    (create,) = named(spans, "tools/call confirm_delete")
+    assert (create["trace_id"], create["parent_span_id"], create["kind"]) == (trace_id, call_id, "server")
+    assert create["attributes"]["mcp.task.id"] == task_id
+    assert create["attributes"]["gen_ai.tool.name"] == "confirm_delete"
+    assert create["attributes"]["mcp.method.name"] == "tools/call"
+    assert create["service"] == f"{face.name}-server"
+
+    (run,) = named(spans, "task.run", task_id)
+    assert (run["trace_id"], run["parent_span_id"]) == (trace_id, create["span_id"]), "the run is the create's child"
+    assert run["attributes"]["task.attempt"] == 1
+    assert run["attributes"]["task.status"] == "completed"
+    assert "task.input_requested" in run["events"] and "task.input_received" in run["events"]
+
+    polls = named(spans, "tasks/get", task_id)
+    assert polls, "the client polled"
+    for request in polls + named(spans, "tasks/update", task_id):
+        assert (request["trace_id"], request["parent_span_id"]) == (trace_id, call_id)
+        assert {"trace_id": trace_id, "span_id": create["span_id"]} in request["links"], "linked to the task's trace"
+
+    # Privacy: no argument, answer or result in any span.
+    for span in spans:
+        text = json.dumps(span)
+        assert "secret-plans" not in text and "Deleted" not in text and '"confirm"' not in text, span
+
+
+def test_a_caller_without_trace_context_gets_a_fresh_trace_per_task_and_invalid_context_is_ignored(
+    receiver: Receiver, server: Server
+) -> None:
+    ids = []
+    for meta in ({}, {}, {"traceparent": "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                      "tracestate": "a=b"}, {"traceparent": "not a trace", "baggage": "k=v"}):
+        answer = rpc(server.url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.05}}, meta)
+        assert answer["result"]["resultType"] == "task", answer
+        ids.append(answer["result"]["taskId"])
+    spans = receiver.wait_for(lambda got: all(named(got, "task.run", i) for i in ids))
+    traces = set()
+    for task_id in ids:
+        (create,) = named(spans, "tools/call slow_compute", task_id)
+        (run,) = named(spans, "task.run", task_id)
+        assert create["parent_span_id"] is None, "a root: no context, or an invalid one ignored"
+        assert (run["trace_id"], run["parent_span_id"]) == (create["trace_id"], create["span_id"])
+        traces.add(create["trace_id"])
+    assert len(traces) == len(ids), "a fresh trace per task"
+
+
+def _database(name: str) -> str:
+    """A fresh database `name` on the PostgreSQL server of $MCP_TASKS_PG_URL, by its own psql."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = urlsplit(os.environ["MCP_TASKS_PG_URL"])
+    (psql,) = sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"))[-1:]
+    for sql in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}"):
+        subprocess.run([str(psql), "-q", "-h", url.hostname or "127.0.0.1", "-p", str(url.port or 5432),
+                        "-U", url.username or "postgres", "-d", url.path.lstrip("/") or "postgres", "-c", sql],
+                       check=True)
+    return urlunsplit(url._replace(path=f"/{name}"))
+
+
+@pytest.mark.skipif("MCP_TASKS_PG_URL" not in os.environ, reason="needs PostgreSQL (tests/run-all starts one)")
+def test_a_run_killed_with_sigkill_resumes_on_a_second_worker_in_the_same_trace(receiver: Receiver, face: Face) -> None:
+    store = _database(f"mcp_tasks_traces_{face.name}")
+    ports = _free_port(), _free_port()
+    first = Server(receiver.endpoint, "worker-a", ports[0], face.worker(ports[0], store))
+    second = Server(receiver.endpoint, "worker-b", ports[1], face.worker(ports[1], store))
+    tool = face.resumable_tool
+    try:
+        caller = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "rojo=1"}
+        answer = rpc(first.url, "tools/call", {"name": tool, "arguments": {"steps": 30, face.step_ms_key: 200}},
+                     caller)
+        task_id = answer["result"]["taskId"]
+        # The create reached the receiver before its process dies (a killed process loses the
+        # spans it had not exported yet: here, attempt 1's, which never ended), and attempt 1
+        # has made progress.
+        started = time.monotonic()
+        receiver.wait_for(lambda got: named(got, f"tools/call {tool}", task_id))
+        exported = time.monotonic() - started
+        while "step " not in (rpc(first.url, "tasks/get", {"taskId": task_id})["result"].get("statusMessage") or ""):
+            assert time.monotonic() - started < 20, "attempt 1 made no progress"
+            time.sleep(0.05)
+        first.kill()
+        assert exported < 3, f"the create took {exported:.1f} s to be exported"
+        deadline = time.monotonic() + 30
+        while rpc(second.url, "tasks/get", {"taskId": task_id}, caller)["result"]["status"] != "completed":
+            assert time.monotonic() < deadline, "the second worker did not finish the task"
+            time.sleep(0.2)
+        spans = receiver.wait_for(lambda got: any(s["attributes"].get("task.status") == "completed"
+                                                  for s in named(got, "task.run", task_id)))
+    finally:
+        first.kill()
+        second.kill(signal.SIGINT)
+    (create,) = named(spans, f"tools/call {tool}", task_id)
+    assert create["service"] == "worker-a"
+    assert (create["trace_id"], create["parent_span_id"]) == ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
+    (run,) = [s for s in named(spans, "task.run", task_id) if s["attributes"].get("task.status") == "completed"]
+    assert run["service"] == "worker-b"
+    assert run["attributes"]["task.attempt"] == 2
+    assert (run["trace_id"], run["parent_span_id"]) == (create["trace_id"], create["span_id"])
+    polls = [s for s in named(spans, "tasks/get", task_id) if s["service"] == "worker-b"]
+    assert polls and all({"trace_id": create["trace_id"], "span_id": create["span_id"]} in p["links"] for p in polls)
