@@ -105,8 +105,12 @@ export declare class NativeClient {
    * `InputRequest` (JSON).
    */
   constructor(optionsJson: string, inputHandler?: (requestJson: string) => Promise<string | null>)
-  /** Calls a tool: an immediate result, or a task to follow. */
-  callTool(name: string, argumentsJson: string): Promise<NativeCall>
+  /**
+   * Calls a tool: an immediate result, or a task to follow. `trace_json` is the caller's W3C
+   * trace context (a propagator's carrier as JSON), sent with the call and every request about
+   * its task; an invalid one is ignored.
+   */
+  callTool(name: string, argumentsJson: string, traceJson?: string | undefined | null): Promise<NativeCall>
   /**
    * Stops following every task (references stay for `resumeAll`) and closes the transport
    * (a stdio server's child ends); later calls fail with `TransportError`.
@@ -203,10 +207,25 @@ export declare class NativeServer {
    * answers: refusals, `tasks/get` from memory); everything else as a `Handled`.
    * A task call of a tool without `prepare` whose task a local store created at once comes
    * back as a `TaskReply` (send it as the reply, run its `task`'s tool).
+   *
+   * `trace` (a propagator's carrier as JSON: `{"traceparent": ...}`) is the context a task
+   * this request creates keeps (the host's own span of the request); without it, or when
+   * invalid, the task keeps the caller's `_meta` context.
    */
-  handle(method: string, headers: Array<string>, body?: Buffer | undefined | null, principal?: string | undefined | null): HttpReply | TaskReply | Handled
+  handle(method: string, headers: Array<string>, body?: Buffer | undefined | null, principal?: string | undefined | null, trace?: string | undefined | null): HttpReply | TaskReply | Handled
   /** Moves the manual clock forward; throws unless opened with `clockStartMs`. */
   advanceClock(ms: number): void
+  /**
+   * The caller's W3C trace context in a request body's `params._meta` (JSON carrier), as core
+   * reads it (invalid values ignored); `null` without one. Asked only where the application
+   * records spans: the span of the request is that context's child.
+   */
+  traceOf(body: Buffer): string | null
+  /**
+   * The W3C trace context `principal`'s task keeps (JSON carrier, as
+   * [`NativeTask::trace_json`]), for a span about the task to link to; `null` without one.
+   */
+  taskTrace(principal: string, taskId: string): Promise<string | null>
   /** Runs one TTL sweep now; resolves to `[expired, purged]`. */
   sweep(): Promise<Array<number>>
 }
@@ -223,6 +242,15 @@ export declare class NativeTask {
   isCancelled(): boolean
   /** This attempt's number: 1 for a first run, 2 or more for a resumable task run again. */
   get attempt(): number
+  /** The task's status now (`working`, `input_required`, `completed`, `failed`, `cancelled`). */
+  get status(): string
+  /** The JSON-RPC error code the task failed with, once it failed; `null` otherwise. */
+  get errorCode(): number | null
+  /**
+   * The W3C trace context the task keeps, as a propagator's carrier (JSON: `{"traceparent":
+   * ..., "tracestate": ..., "baggage": ...}`), which a run is parented to; `null` without one.
+   */
+  get traceJson(): string | null
   /** The last checkpoint saved for the task (JSON), or `null`. */
   savedCheckpoint(): string | null
   /** Saves a checkpoint (JSON) durably with the task, for a later attempt to resume from. */
@@ -496,4 +524,6 @@ export interface WebViewOptions {
   forwardedProtoHeader?: string
   /** How long a sign-in lasts, in seconds (default 8 hours). */
   sessionTtlSeconds?: number
+  /** A task page links its trace id here: an http(s) URL with `{trace_id}`. */
+  traceUrl?: string
 }

@@ -66,11 +66,21 @@ impl NativeClient {
         Ok(Self { inner: builder.build().map_err(client_error)? })
     }
 
-    /// Calls a tool: an immediate result, or a task to follow.
+    /// Calls a tool: an immediate result, or a task to follow. `trace_json` is the caller's W3C
+    /// trace context (a propagator's carrier as JSON), sent with the call and every request about
+    /// its task; an invalid one is ignored.
     #[napi]
-    pub async fn call_tool(&self, name: String, arguments_json: String) -> napi::Result<NativeCall> {
+    pub async fn call_tool(
+        &self,
+        name: String,
+        arguments_json: String,
+        trace_json: Option<String>,
+    ) -> napi::Result<NativeCall> {
         let arguments = parse_json("arguments", &arguments_json)?;
-        match self.inner.call_tool(&name, arguments).await.map_err(client_error)? {
+        let trace = trace_json
+            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
+            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        match self.inner.call_tool_traced(&name, arguments, trace).await.map_err(client_error)? {
             Execution::Immediate(result) => Ok(NativeCall { payload: result.to_string(), task: None }),
             Execution::Task(task) => {
                 let created = serde_json::to_string(&task.latest()).expect("tasks serialize");

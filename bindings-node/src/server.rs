@@ -18,6 +18,7 @@ use mcp_tasks::protocol::server::{
     Reply, ReplyTo, Route, Routed, ToolCallRoute, call_request, input_required_result, read_call_answer,
 };
 use mcp_tasks::protocol::{InputRequests, ProtocolError, RpcError, StoredCall};
+use mcp_tasks::trace::TraceContext;
 use mcp_tasks::{Engine, EngineError};
 use napi::bindgen_prelude::{Buffer, BufferSlice, Either, Either3};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -443,6 +444,10 @@ impl NativeServer {
     /// answers: refusals, `tasks/get` from memory); everything else as a `Handled`.
     /// A task call of a tool without `prepare` whose task a local store created at once comes
     /// back as a `TaskReply` (send it as the reply, run its `task`'s tool).
+    ///
+    /// `trace` (a propagator's carrier as JSON: `{"traceparent": ...}`) is the context a task
+    /// this request creates keeps (the host's own span of the request); without it, or when
+    /// invalid, the task keeps the caller's `_meta` context.
     #[napi(ts_return_type = "HttpReply | TaskReply | Handled")]
     pub fn handle(
         &self,
@@ -452,8 +457,10 @@ impl NativeServer {
         // keeping it alive (a `Buffer` argument makes one per request).
         body: Option<BufferSlice<'_>>,
         principal: Option<String>,
+        trace: Option<String>,
     ) -> Either3<HttpReply, TaskReply, Handled> {
-        let mut handled = self.decide(&method, &headers, body.as_deref(), principal.as_deref());
+        let trace = trace.as_deref().and_then(trace_context);
+        let mut handled = self.decide(&method, &headers, body.as_deref(), principal.as_deref(), trace);
         if let Some(created) = handled.created.take() {
             return Either3::B(created);
         }
@@ -472,7 +479,14 @@ impl NativeServer {
 }
 
 impl NativeServer {
-    fn decide(&self, method: &str, headers: &[String], body: Option<&[u8]>, principal: Option<&str>) -> Handled {
+    fn decide(
+        &self,
+        method: &str,
+        headers: &[String],
+        body: Option<&[u8]>,
+        principal: Option<&str>,
+        trace: Option<TraceContext>,
+    ) -> Handled {
         let pairs: Vec<(&str, &str)> =
             headers.chunks(2).filter_map(|p| Some((p[0].as_str(), p.get(1)?.as_str()))).collect();
         let request = HttpRequest { method, headers: Headers(&pairs), body };
@@ -484,6 +498,9 @@ impl NativeServer {
             }
             Decision::Route(routed) => routed,
         };
+        if trace.is_some() {
+            routed.trace = trace;
+        }
         let engine = &self.engine;
         let task_id = match &routed.route {
             Route::GetTask { task_id } | Route::UpdateTask { task_id, .. } | Route::CancelTask { task_id } => {
@@ -569,6 +586,24 @@ impl NativeServer {
             }
             None => Err(napi::Error::from_reason("the engine runs on the system clock")),
         }
+    }
+
+    /// The caller's W3C trace context in a request body's `params._meta` (JSON carrier), as core
+    /// reads it (invalid values ignored); `null` without one. Asked only where the application
+    /// records spans: the span of the request is that context's child.
+    #[napi]
+    pub fn trace_of(&self, body: BufferSlice<'_>) -> Option<String> {
+        let message: Value = serde_json::from_slice(&body).ok()?;
+        let trace = TraceContext::from_params(message.get("params"))?;
+        Some(Value::Object(trace.to_meta()).to_string())
+    }
+
+    /// The W3C trace context `principal`'s task keeps (JSON carrier, as
+    /// [`NativeTask::trace_json`]), for a span about the task to link to; `null` without one.
+    #[napi]
+    pub async fn task_trace(&self, principal: String, task_id: String) -> Option<String> {
+        let trace = self.engine.task_trace(&principal, &task_id).await?;
+        Some(Value::Object(trace.to_meta()).to_string())
     }
 
     /// Runs one TTL sweep now; resolves to `[expired, purged]`.
@@ -725,16 +760,23 @@ impl CallInner {
             if self.execution == Execution::Workers {
                 let created = self
                     .engine
-                    .enqueue_task(&self.routed.principal, &self.call.name, options, self.stored())
+                    .enqueue_task_traced(
+                        &self.routed.principal,
+                        &self.call.name,
+                        options,
+                        self.stored(),
+                        self.routed.trace.clone(),
+                    )
                     .await
                     .map_err(|e| e.to_protocol())?;
                 return Ok(Either::B(http_reply(self.routed.reply.result_of(&created))));
             }
             // Only a resumable tool's call is kept: a later attempt makes it again.
             let stored = options.resume.map(|_| self.stored());
+            // The task keeps the request's trace context: its runs are that span's children.
             let (created, mut ctx) = self
                 .engine
-                .create_task_for(&self.routed.principal, &self.call.name, options, stored)
+                .create_task_traced(&self.routed.principal, &self.call.name, options, stored, self.routed.trace.clone())
                 .await
                 .map_err(|e| e.to_protocol())?;
             // The task's input is checked against what this request declared.
@@ -889,6 +931,25 @@ impl NativeTask {
     #[napi(getter)]
     pub fn attempt(&self) -> u32 {
         self.handle.attempt()
+    }
+
+    /// The task's status now (`working`, `input_required`, `completed`, `failed`, `cancelled`).
+    #[napi(getter)]
+    pub fn status(&self) -> String {
+        self.handle.status().as_str().to_owned()
+    }
+
+    /// The JSON-RPC error code the task failed with, once it failed; `null` otherwise.
+    #[napi(getter)]
+    pub fn error_code(&self) -> Option<i64> {
+        self.handle.error_code()
+    }
+
+    /// The W3C trace context the task keeps, as a propagator's carrier (JSON: `{"traceparent":
+    /// ..., "tracestate": ..., "baggage": ...}`), which a run is parented to; `null` without one.
+    #[napi(getter)]
+    pub fn trace_json(&self) -> Option<String> {
+        self.handle.trace().map(|t| Value::Object(t.to_meta()).to_string())
     }
 
     /// The last checkpoint saved for the task (JSON), or `null`.
@@ -1050,4 +1111,10 @@ impl NativeListen {
     pub fn close_event(&self) -> String {
         self.inner.close_event()
     }
+}
+
+/// A trace context from a propagator's carrier (JSON); `None` when it holds no valid one.
+fn trace_context(carrier: &str) -> Option<TraceContext> {
+    let carrier: serde_json::Map<String, Value> = serde_json::from_str(carrier).ok()?;
+    TraceContext::from_meta(&carrier)
 }

@@ -27,6 +27,8 @@ pub struct WebViewOptions {
     pub forwarded_proto_header: Option<String>,
     /// How long a sign-in lasts, in seconds (default 8 hours).
     pub session_ttl_seconds: Option<f64>,
+    /// A task page links its trace id here: an http(s) URL with `{trace_id}`.
+    pub trace_url: Option<String>,
 }
 
 /// One answer of the view.
@@ -60,11 +62,14 @@ impl NativeWebView {
             allowed_hosts: None,
             forwarded_proto_header: None,
             session_ttl_seconds: None,
+            trace_url: None,
         });
         let tokens = match &options.tokens {
             Some(text) => mcp_tasks_web::parse_tokens(text).map_err(|e| invalid(e.to_string()))?,
             None => Vec::new(),
         };
+        let trace_url =
+            options.trace_url.map(|url| mcp_tasks_web::check_trace_url(&url).map_err(invalid)).transpose()?;
         let defaults = mcp_tasks_web::WebOptions::default();
         let session_ttl = match options.session_ttl_seconds {
             None => defaults.session_ttl,
@@ -82,6 +87,7 @@ impl NativeWebView {
             allowed_hosts: options.allowed_hosts.unwrap_or_default(),
             forwarded_proto_header: options.forwarded_proto_header,
             session_ttl,
+            trace_url,
             ..defaults
         };
         let view = mcp_tasks_web::WebView::open(&url, options).await.map_err(|e| invalid(e.to_string()))?;

@@ -8,6 +8,7 @@ import { McpServer, ProtocolError, acceptedContent, inputRequired } from "@model
 import * as z from "zod";
 
 import { TasksServer } from "../dist/server.js";
+import { configureOtel } from "./otel-sdk.mjs";
 
 const sleep = (ms, signal) =>
   new Promise((resolve, reject) => {
@@ -151,6 +152,8 @@ export async function openTasks(store) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  // The application's own OpenTelemetry SDK, when the trace tests name an OTLP endpoint.
+  await configureOtel();
   const port = Number(process.argv[2]);
   const store = process.argv[3] ?? "memory://";
   const tasks = await openTasks(store);

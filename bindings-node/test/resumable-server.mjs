@@ -9,7 +9,10 @@ import { McpServer } from "@modelcontextprotocol/server";
 import * as z from "zod";
 
 import { TasksServer, currentTask } from "../dist/server.js";
+import { configureOtel } from "./otel-sdk.mjs";
 
+// The application's own OpenTelemetry SDK, when the trace tests name an OTLP endpoint.
+await configureOtel();
 const [port, store, execution] = [Number(process.argv[2]), process.argv[3] ?? "memory://", process.argv[4] ?? "local"];
 const tasks = await TasksServer.open({
   store,

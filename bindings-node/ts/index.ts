@@ -12,6 +12,7 @@ import type * as NativeModule from "../native.js";
 import { native } from "./native.js";
 import { InvalidParamsError, McpTaskError, mapped, mappedSync } from "./errors.js";
 import { parseJson, stringifyJson } from "./json.js";
+import * as otel from "./otel.js";
 
 export { parseJson, stringifyJson } from "./json.js";
 export {
@@ -197,10 +198,14 @@ export class TaskExecution {
   readonly #native: NativeModule.NativeTaskExecution;
   readonly #failures: HandlerFailures | undefined;
 
+  /** The call's client span (the application's OpenTelemetry), ended with the outcome. */
+  #span: otel.Span | null;
+
   /** @internal */
-  constructor(nativeExecution: NativeModule.NativeTaskExecution, failures?: HandlerFailures) {
+  constructor(nativeExecution: NativeModule.NativeTaskExecution, failures?: HandlerFailures, span?: otel.Span | null) {
     this.#native = nativeExecution;
     this.#failures = failures;
+    this.#span = span ?? null;
   }
 
   /** The task id. */
@@ -226,7 +231,11 @@ export class TaskExecution {
 
   /** Waits for the outcome; it is then marked delivered (`resumeAll` will not return it again). */
   async result(): Promise<Outcome> {
-    return parseJson(await mapped(() => this.#native.result())) as Outcome;
+    const outcome = parseJson(await mapped(() => this.#native.result())) as Outcome;
+    const error = (outcome as { error?: { code?: number } }).error;
+    otel.ended(this.#span, outcome.kind, outcome.kind === "failed" ? error?.code : undefined);
+    this.#span = null;
+    return outcome;
   }
 
   /**
@@ -366,15 +375,21 @@ export class TasksClient {
    */
   async callTool(name: string, args: Record<string, unknown> = {}, opts: CallToolOptions = {}): Promise<Execution> {
     const client = this.#client();
+    // Where the application records spans: a client span until the task's outcome, whose
+    // context goes with the call and every request about its task.
+    const traced = otel.clientSpan(name);
     let call: NativeModule.NativeCall;
     try {
-      call = await mapped(() => client.callTool(name, stringifyJson(args)));
+      const carrier = traced === null ? null : JSON.stringify(traced.carrier);
+      call = await mapped(() => client.callTool(name, stringifyJson(args), carrier));
     } catch (error) {
+      otel.ended(traced?.span, "failed", (error as { code?: number }).code);
       throw this.#failures.chain(error);
     }
     const nativeTask = call.takeTask();
     const payload = parseJson<Record<string, unknown>>(call.payload);
     if (nativeTask === null) {
+      otel.ended(traced?.span, "completed");
       const result = payload as CallToolResult;
       return {
         kind: "immediate",
@@ -390,7 +405,8 @@ export class TasksClient {
         callToolResult: result,
       };
     }
-    const task = new TaskExecution(nativeTask, this.#failures);
+    traced?.span.setAttribute("mcp.task.id", nativeTask.taskId);
+    const task = new TaskExecution(nativeTask, this.#failures, traced?.span);
     if (opts.signal) {
       const abort = () => task.cancel("stop");
       if (opts.signal.aborted) {

@@ -40,6 +40,7 @@ import {
   runsShared,
 } from "./direct.js";
 import { mapped, mappedSync } from "./errors.js";
+import * as otel from "./otel.js";
 import { native } from "./native.js";
 
 /** How a tool's calls run: never a task, a task when the client declared the extension, or
@@ -445,6 +446,9 @@ interface Incoming {
   request(): Request;
 }
 
+/** The requests about tasks a span is recorded for (a listen lasts: it gets none). */
+const TRACED = new Set(["tools/call", "tasks/get", "tasks/update", "tasks/cancel"]);
+
 /** What to send back: a reply core built, or a `Response` (the SDK's, a listen stream). */
 type Answer = { reply: HttpReply } | { response: Response } | { listen: NativeModule.NativeListen };
 
@@ -481,6 +485,8 @@ interface Running {
   /** Cancels the SDK call running the work (a run through the SDK's dispatch), once stopped. */
   cancel?: (reason: string) => void;
   run?: Promise<void>;
+  /** This run's `task.run` span, where the application records spans. */
+  span?: otel.Span | null;
 }
 
 /** The signal that fires when `entry`'s work is stopped (already fired if it was). */
@@ -645,8 +651,31 @@ export class TasksServer {
     return counts;
   }
 
-  /** Core's answer to one request, or the SDK's when core hands it over. */
+  /** Core's answer to one request, or the SDK's when core hands it over; where the application
+   * records spans (its own OpenTelemetry), a task request's span around it (`otel.ts`). */
   async #answer(sdk: McpHttpHandler, incoming: Incoming): Promise<Answer> {
+    const method = rawHeader(incoming.rawHeaders, "mcp-method");
+    const tracer = method !== undefined && TRACED.has(method) && incoming.body != null ? otel.tracing() : null;
+    if (tracer === null) {
+      return this.#decide(sdk, incoming, null);
+    }
+    const caller = otel.parseCarrier(this.#native.traceOf(incoming.body!));
+    const tool = method === "tools/call" ? rawHeader(incoming.rawHeaders, "mcp-name") : undefined;
+    const span = otel.requestSpan(tracer, method!, tool, caller);
+    try {
+      const answer = await otel.within(span, () => this.#decide(sdk, incoming, span, caller?.baggage));
+      if ("reply" in answer && answer.reply.status >= 400) {
+        otel.failed(span, answer.reply.status);
+      }
+      return answer;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** What `#answer` answers; `span` (when recorded) is the request's, whose context a task
+   * created here keeps, and which links to the task a `tasks/*` request names. */
+  async #decide(sdk: McpHttpHandler, incoming: Incoming, span: otel.Span | null, baggage?: string): Promise<Answer> {
     const { authInfo } = incoming;
     let principal: string | undefined;
     if (this.#principal === undefined) {
@@ -661,14 +690,24 @@ export class TasksServer {
         header: (name) => rawHeader(incoming.rawHeaders, name),
       });
     }
+    const kept = span === null ? null : JSON.stringify(otel.carrierOf(span, baggage));
     const decided = mappedSync(() =>
-      this.#native.handle(incoming.method, coreHeaders(incoming.rawHeaders), incoming.body, principal ?? null),
+      this.#native.handle(incoming.method, coreHeaders(incoming.rawHeaders), incoming.body, principal ?? null, kept),
     );
     if (!(decided instanceof native.Handled)) {
       // The common answers, in one crossing: a reply, or (a task call of a tool without
       // `prepare`) the creation reply with the task core created in the same call.
       if ("task" in decided) {
+        span?.setAttribute("mcp.task.id", decided.task.taskId);
         this.#run(sdk, decided.task, principal ?? "", incoming);
+      } else if (span !== null) {
+        // A `tasks/*` request core answered at once (a read from memory): its task is the one
+        // the request names (`Mcp-Name`).
+        const named = rawHeader(incoming.rawHeaders, "mcp-name");
+        if (named !== undefined && rawHeader(incoming.rawHeaders, "mcp-method")?.startsWith("tasks/")) {
+          span.setAttribute("mcp.task.id", named);
+          otel.link(span, otel.parseCarrier(await this.#native.taskTrace(principal ?? "", named)));
+        }
       }
       return { reply: decided };
     }
@@ -680,11 +719,15 @@ export class TasksServer {
     if (taskId != null) {
       // A cancel, or a read that noticed an expiry, stops the work now, not at the next check.
       this.#stopIfCancelled(taskId);
+      if (span !== null) {
+        span.setAttribute("mcp.task.id", taskId);
+        otel.link(span, otel.parseCarrier(await this.#native.taskTrace(principal ?? "", taskId)));
+      }
     }
     const creation = handled.takeCreation();
     if (creation != null) {
       const created = await mapped(() => creation.wait());
-      return { reply: this.#started(sdk, created, principal ?? "", incoming) };
+      return { reply: this.#started(sdk, created, principal ?? "", incoming, span) };
     }
     const reply = handled.reply;
     if (reply != null) {
@@ -696,7 +739,7 @@ export class TasksServer {
     }
     const call = handled.call;
     if (call != null) {
-      return { reply: await this.#prepareTask(sdk, call, incoming, principal ?? "") };
+      return { reply: await this.#prepareTask(sdk, call, incoming, principal ?? "", span) };
     }
     const options = incoming.authInfo !== undefined ? { authInfo: incoming.authInfo } : undefined;
     const tool = handled.delegatedTool;
@@ -790,6 +833,7 @@ export class TasksServer {
     call: NativeModule.NativeToolCall,
     incoming: Incoming,
     principal: string,
+    span: otel.Span | null = null,
   ): Promise<HttpReply> {
     const name = call.name;
     const prepare = this.#tools.get(name)?.prepare;
@@ -816,7 +860,7 @@ export class TasksServer {
     // Durable before the answer: the creation reply is sent only once the store has the task.
     const creation = call.createTask();
     const created = mappedSync(() => creation.take()) ?? (await mapped(() => creation.wait()));
-    return this.#started(sdk, created, principal, incoming);
+    return this.#started(sdk, created, principal, incoming, span);
   }
 
   /** Runs a created task and answers with its creation, or (a front-end's) answers for the
@@ -826,8 +870,10 @@ export class TasksServer {
     created: NativeModule.TaskReply | HttpReply,
     principal: string,
     incoming: Incoming,
+    span: otel.Span | null = null,
   ): HttpReply {
     if ("task" in created) {
+      span?.setAttribute("mcp.task.id", created.task.taskId);
       this.#run(sdk, created.task, principal, incoming);
     }
     return created;
@@ -858,7 +904,13 @@ export class TasksServer {
     // noticed as often as the engine sweeps.
     this.#checker ??= setInterval(() => this.#stopCancelled(), this.#native.sweepIntervalMs).unref();
     const route = (tool: string) => this.#routeFor(tool, exchange);
-    entry.run = runTask(sdk, route, entry, taskId, principal, exchange, body).finally(() => {
+    // The run's span: a child of the context the task keeps, on whichever process runs it.
+    const span = otel.runSpan(taskId, task.attempt, rawHeader(exchange.rawHeaders, "mcp-name"), otel.parseCarrier(task.traceJson));
+    entry.span = span;
+    entry.run = otel.within(span, () => runTask(sdk, route, entry, taskId, principal, exchange, body)).finally(() => {
+      if (span !== null) {
+        otel.ended(span, task.status, task.errorCode ?? undefined);
+      }
       this.#running.delete(taskId);
       if (this.#running.size === 0 && this.#checker !== undefined) {
         clearInterval(this.#checker);
@@ -1108,7 +1160,10 @@ class RunningTask implements CurrentTask {
   }
 
   async requestInput(requests: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const keys = Object.keys(requests).length;
+    this.#entry.span?.addEvent("task.input_requested", { keys });
     const answers = await mapped(() => this.#native.requestInput(JSON.stringify(requests)));
+    this.#entry.span?.addEvent("task.input_received", { keys });
     return JSON.parse(answers) as Record<string, unknown>;
   }
 
@@ -1207,10 +1262,14 @@ async function runTask(
         await failWith(native, run.thrown);
         return;
       }
+      const asked = Date.now();
       const next = await settle(native, bytes);
       if (next == null) {
         return;
       }
+      // An input round: asked when the tool answered, answered through `tasks/update` now.
+      entry.span?.addEvent("task.input_requested", {}, asked);
+      entry.span?.addEvent("task.input_received");
       // The tool asked for input and has the answers now: run it again with them, as an MRTR
       // retry would (rare: parsed again here, as the SDK may have changed the object it got).
       const original = JSON.parse(body.toString("utf8")) as CallMessage;
@@ -1241,9 +1300,12 @@ async function runDirectTask(entry: Running, direct: Direct, name: string, args:
         await failWith(native, answer.thrown);
         return;
       }
+      const asked = Date.now();
       if ((await settle(native, Buffer.from(JSON.stringify(answer)))) == null) {
         return;
       }
+      entry.span?.addEvent("task.input_requested", {}, asked);
+      entry.span?.addEvent("task.input_received");
     }
   } catch (error) {
     await failUnlessStopped(entry, error);
@@ -1460,6 +1522,9 @@ export interface WebViewOptions {
   forwardedProtoHeader?: string;
   /** How long a sign-in lasts, in seconds (default 8 hours). */
   sessionTtlSeconds?: number;
+  /** A task page links its trace id here: an http(s) URL with `{trace_id}`
+   * (`http://jaeger:16686/trace/{trace_id}`). */
+  traceUrl?: string;
 }
 
 /** The most bytes of a request body the view reads (forms and logins are small). */
@@ -1487,6 +1552,7 @@ export async function webHandler(
       allowedHosts: options.allowedHosts,
       forwardedProtoHeader: options.forwardedProtoHeader,
       sessionTtlSeconds: options.sessionTtlSeconds,
+      traceUrl: options.traceUrl,
     }),
   );
   return (req, res) => {

@@ -398,7 +398,10 @@ impl PyEngine {
     /// about the task to link to; None when it keeps none (or the principal cannot see it).
     fn task_trace<'py>(&self, py: Python<'py>, principal: String, task_id: String) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.inner.clone();
-        crate::awaitable(py, async move { Ok(engine.task_trace(&principal, &task_id).await.map(|t| trace_carrier(&t))) })
+        crate::awaitable(
+            py,
+            async move { Ok(engine.task_trace(&principal, &task_id).await.map(|t| trace_carrier(&t))) },
+        )
     }
 
     /// `tasks/get`: resolves to the `DetailedTask` (a dict).

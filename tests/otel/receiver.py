@@ -10,6 +10,7 @@ Used in-process (`Receiver()` as a context manager) or standing alone
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import threading
@@ -71,8 +72,20 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            def body(self) -> bytes:
+                """The request body, chunked or not, gzip-decoded (exporters send both ways)."""
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    data = b""
+                    while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                        data += self.rfile.read(size)
+                        self.rfile.readline()
+                    self.rfile.readline()
+                else:
+                    data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                return gzip.decompress(data) if self.headers.get("Content-Encoding") == "gzip" else data
+
             def do_POST(self) -> None:  # noqa: N802 (the http.server API)
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = self.body()
                 if self.path != "/v1/traces" or self.headers.get("Content-Type") != "application/x-protobuf":
                     self.send_response(404 if self.path != "/v1/traces" else 415)
                     self.end_headers()

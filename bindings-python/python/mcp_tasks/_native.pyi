@@ -193,6 +193,7 @@ class WebView:
         allowed_hosts: list[str] | None = None,
         forwarded_proto_header: str | None = None,
         session_ttl_s: float | None = None,
+        trace_url: str | None = None,
     ) -> Awaitable[WebView]: ...
     def handle(
         self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes, https: bool = False

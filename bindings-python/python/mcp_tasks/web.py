@@ -33,7 +33,8 @@ class WebApp:
     such as ``"tasks.example.com"``, are answered). A sign-in lasts ``session_ttl`` seconds
     (core's default: 8 hours); its cookie is ``Secure`` over HTTPS (ASGI's scheme, or
     ``forwarded_proto_header`` set by a trusted proxy). Payloads are hidden unless
-    ``show_payloads``."""
+    ``show_payloads``. ``trace_url`` (an http(s) URL with ``{trace_id}``, such as
+    ``"http://jaeger:16686/trace/{trace_id}"``) links a task's trace id on its page."""
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class WebApp:
         allowed_hosts: list[str] | None = None,
         forwarded_proto_header: str | None = None,
         session_ttl: float | None = None,
+        trace_url: str | None = None,
     ) -> None:
         if token_file is not None and tokens is not None:
             raise ValueError("pass token_file or tokens, not both")
@@ -61,6 +63,7 @@ class WebApp:
         self._allowed_hosts = list(allowed_hosts) if allowed_hosts is not None else None
         self._forwarded_proto_header = forwarded_proto_header
         self._session_ttl = session_ttl
+        self._trace_url = trace_url
         self._store = store
         self._view: _native.WebView | None = None
 
@@ -77,6 +80,7 @@ class WebApp:
                 allowed_hosts=self._allowed_hosts,
                 forwarded_proto_header=self._forwarded_proto_header,
                 session_ttl_s=self._session_ttl,
+                trace_url=self._trace_url,
             )
         return self._view
 

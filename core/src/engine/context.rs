@@ -137,6 +137,11 @@ impl TaskHandle {
         self.live.committed.read().attempt
     }
 
+    /// The JSON-RPC error code the task failed with, once it failed.
+    pub fn error_code(&self) -> Option<i64> {
+        self.live.committed.read().error.as_ref().map(|e| e.code)
+    }
+
     /// The trace context the task keeps (SEP-414): its create's span, or its caller's context
     /// where the creating server traced nothing; a run is parented to it.
     pub fn trace(&self) -> Option<TraceContext> {

@@ -349,7 +349,6 @@ impl Host {
             }
         }
         performed
-
     }
 
     /// Runs a routed `tools/call`: the MRTR phase first, then a task or a synchronous run.

@@ -843,3 +843,31 @@ async fn the_audit_trail_names_operators_and_never_a_secret_or_a_session() {
         assert!(!log.contains(secret), "the log holds {secret:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_page_shows_its_trace_id_and_links_it_only_to_an_http_template() {
+    let f = fixture().await;
+    let trace = mcp_tasks::trace::TraceContext::from_parts(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        None,
+        Some("user=alice"),
+    );
+    let (t, ctx) = f.engine.create_task_traced("alice", "traced", TaskOptions::default(), None, trace).await.unwrap();
+    ctx.complete(json!({"content": []})).await.unwrap();
+    let path = format!("/tasks/tasks/{}", t.task.task_id);
+    let plain = body(&view(&f, options()).await.handle(get(&path)).await);
+    assert!(plain.contains(r#"<dt>Trace</dt><dd><code id="trace">4bf92f3577b34da6a3ce929d0e0e4736</code>"#), "{plain}");
+    assert!(!plain.contains("user=alice"), "baggage is never shown");
+    let linked = WebOptions { ..options() }.with_trace_url("https://jaeger.example/trace/{trace_id}?x=1&y=2").unwrap();
+    let page = body(&view(&f, linked).await.handle(get(&path)).await);
+    assert!(
+        page.contains(r#"href="https://jaeger.example/trace/4bf92f3577b34da6a3ce929d0e0e4736?x=1&#38;y=2""#),
+        "{page}"
+    );
+    // A task without a trace has no row.
+    let untraced = body(&view(&f, options()).await.handle(get(&format!("/tasks/tasks/{}", f.ids[0]))).await);
+    assert!(!untraced.contains("<dt>Trace</dt>"));
+    for bad in ["javascript:alert(1)//{trace_id}", "https://jaeger.example/no-placeholder", "/trace/{trace_id}"] {
+        assert!(WebOptions::default().with_trace_url(bad).is_err(), "{bad}");
+    }
+}
