@@ -324,8 +324,16 @@ export declare class NativeTaskDriver {
   pollTimeout(): number | null
   /** The clock reached the timeout. */
   handleTimeout(nowMs: number): void
-  /** The next request to send, as JSON `{"method", "params"}` (add the `_meta` envelope), or `null`. */
+  /**
+   * The next request to send, as JSON `{"method", "params"}` (add the `_meta` envelope beside
+   * a `_meta` it carries: the task's trace context, once `setTrace` gave one), or `null`.
+   */
   pollOutgoing(): string | null
+  /**
+   * Sends a W3C trace context (a propagator's carrier as JSON: `{"traceparent": ...}`; `null`
+   * for none) with every later request about the task, and keeps it in `state()`.
+   */
+  setTrace(traceJson?: string | undefined | null): void
   /**
    * The next event, as JSON: `{"kind": "status", "task"}`, `{"kind": "input_requested", "key",
    * "request"}` or `{"kind": "finished", "outcome"}`; `null` when there is none.

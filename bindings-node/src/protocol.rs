@@ -154,10 +154,22 @@ impl NativeTaskDriver {
         self.inner.handle_timeout(ms(now_ms));
     }
 
-    /// The next request to send, as JSON `{"method", "params"}` (add the `_meta` envelope), or `null`.
+    /// The next request to send, as JSON `{"method", "params"}` (add the `_meta` envelope beside
+    /// a `_meta` it carries: the task's trace context, once `setTrace` gave one), or `null`.
     #[napi]
     pub fn poll_outgoing(&mut self) -> Option<String> {
-        self.inner.poll_outgoing().map(|out| to_json(&out.to_json()))
+        let out = self.inner.poll_outgoing()?;
+        Some(to_json(&out.to_json_traced(self.inner.trace())))
+    }
+
+    /// Sends a W3C trace context (a propagator's carrier as JSON: `{"traceparent": ...}`; `null`
+    /// for none) with every later request about the task, and keeps it in `state()`.
+    #[napi]
+    pub fn set_trace(&mut self, trace_json: Option<String>) {
+        let trace = trace_json
+            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
+            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        self.inner.set_trace(trace);
     }
 
     /// The next event, as JSON: `{"kind": "status", "task"}`, `{"kind": "input_requested", "key",

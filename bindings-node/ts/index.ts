@@ -520,6 +520,12 @@ export const protocol = {
       const o = this.#native.pollOutgoing();
       return o === null ? null : parseJson(o);
     }
+    /** Sends a W3C trace context (`{ traceparent, tracestate?, baggage? }`, as a propagator
+     * writes it; `null` for none) in the `_meta` of every later request about the task, and
+     * keeps it in `state()`. An invalid one is ignored. */
+    setTrace(carrier: Record<string, string> | null): void {
+      this.#native.setTrace(carrier === null ? null : stringifyJson(carrier));
+    }
     pollEvent():
       | { kind: "status"; task: TaskState }
       | { kind: "input_requested"; key: string; request: { method: string; params?: Record<string, unknown> } }

@@ -1,6 +1,7 @@
 """A task's trace end to end (SEP-414 trace context, exported with OpenTelemetry), for each server
-face: the Rust host (the fixture server built with core's `otel` feature, exporting itself) and the
-Python server (mcp's MCPServer with TasksExtension, exporting through the application's own
+face: the Rust host (the fixture server built with core's `otel` feature, exporting itself), an rmcp
+server behind mcp-tasks-rmcp (the same), the TypeScript server (exporting through the
+application's own OpenTelemetry SDK: bindings-node/test/otel-sdk.mjs) and the Python server (mcp's MCPServer with TasksExtension, exporting through the application's own
 OpenTelemetry SDK: tests/otel/app_sdk.py), each to a real OTLP/HTTP receiver (tests/otel/receiver.py:
 `opentelemetry-proto`'s definitions decoding what the exporter sent); and the Python client's own
 spans from the application's OpenTelemetry SDK.
@@ -72,17 +73,17 @@ class Face:
     step_ms_key: str
 
     def command(self, port: int, store: str) -> tuple[list[str], dict[str, str]]:
-        if self.name == "rust":
-            return [str(BINARY), str(port), "--store", store], {}
+        if self.name in ("rust", "rmcp"):
+            return [str(BINARY if self.name == "rust" else RMCP_BINARY), str(port), "--store", store], {}
         if self.name == "node":
             return [str(NODE), str(NODE_SERVER), str(port), store], {}
         return [sys.executable, str(PYTHON_SERVER), str(port), store], {}
 
     def worker(self, port: int, store: str) -> tuple[list[str], dict[str, str]]:
         """A server that resumes a dead worker's resumable tasks, with a 1 s lease."""
-        if self.name == "rust":
-            return [str(BINARY), str(port), "--store", store, "--lease-ms", "1000", "--sweep-ms", "200",
-                    "--resumable"], {}
+        if self.name in ("rust", "rmcp"):
+            return [str(BINARY if self.name == "rust" else RMCP_BINARY), str(port), "--store", store, "--lease-ms",
+                    "1000", "--sweep-ms", "200", "--resumable"], {}
         if self.name == "node":
             return [str(NODE), str(NODE_RESUMABLE), str(port), store, "local"], {}
         return [sys.executable, str(RESUMABLE_APP), str(port)], {"MCP_TASKS_STORE": store}
@@ -94,7 +95,9 @@ NODE_RESUMABLE = ROOT / "bindings-node/test/resumable-server.mjs"
 # The TypeScript face where its package is built (bindings-node/dev-env), as the other
 # cross-language tests do.
 NODE_BUILT = NODE.exists() and (ROOT / "bindings-node/dist/server.js").exists()
-FACES = [Face("rust", "resumable_count", "stepMs"), Face("python", "count", "step_ms")] + (
+RMCP_BINARY = ROOT / "target/debug/rmcp-fixture-server"
+FACES = [Face("rust", "resumable_count", "stepMs"), Face("rmcp", "resumable_count", "stepMs"),
+         Face("python", "count", "step_ms")] + (
     [Face("node", "count", "stepMs")] if NODE_BUILT else []
 )
 
@@ -103,9 +106,9 @@ class Server:
     """A server exporting its spans to `endpoint` as `service`."""
 
     def __init__(self, endpoint: str, service: str, port: int, command: tuple[list[str], dict[str, str]]) -> None:
-        if not BINARY.exists():
-            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server"],
-                           cwd=ROOT, check=True)
+        if not BINARY.exists() or not RMCP_BINARY.exists():
+            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server", "--bin",
+                            "rmcp-fixture-server"], cwd=ROOT, check=True)
         argv, extra = command
         self.port = port
         env = {**os.environ, **extra, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": service,

@@ -401,8 +401,24 @@ impl TasksClient {
 
     /// Calls a tool (`arguments_json`: a JSON object): an immediate result, or a task to follow.
     pub async fn call_tool(&self, name: String, arguments_json: String) -> Result<Arc<Execution>, TasksError> {
+        self.call_tool_traced(name, arguments_json, None).await
+    }
+
+    /// [`TasksClient::call_tool`] inside the caller's trace: `trace_json` is its W3C trace context
+    /// (a propagator's carrier as JSON: `{"traceparent": ..., "tracestate": ..., "baggage":
+    /// ...}`), sent in `_meta` with the call and every request about its task (SEP-414), and kept
+    /// with the task reference for `resume_all`. An invalid one is ignored.
+    pub async fn call_tool_traced(
+        &self,
+        name: String,
+        arguments_json: String,
+        trace_json: Option<String>,
+    ) -> Result<Arc<Execution>, TasksError> {
         let arguments = parse_json("arguments", &arguments_json)?;
-        Ok(Arc::new(match self.inner.call_tool(&name, arguments).await? {
+        let trace = trace_json
+            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
+            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        Ok(Arc::new(match self.inner.call_tool_traced(&name, arguments, trace).await? {
             CoreExecutionKind::Immediate(result) => Execution { immediate: Some(result), task: None, created: None },
             CoreExecutionKind::Task(task) => {
                 let created = Some(TaskState::from(&task.latest()));

@@ -122,9 +122,22 @@ impl TaskDriver {
         self.with(|d| d.handle_timeout(now_ms));
     }
 
-    /// The next request to send, as JSON `{"method", "params"}`, or `None`.
+    /// The next request to send, as JSON `{"method", "params"}` (the params carry a `_meta` with
+    /// the task's trace context once `set_trace` gave one), or `None`.
     pub fn poll_outgoing(&self) -> Option<String> {
-        self.with(|d| d.poll_outgoing().map(|out| to_json(&out.to_json())))
+        self.with(|d| {
+            let out = d.poll_outgoing()?;
+            Some(to_json(&out.to_json_traced(d.trace())))
+        })
+    }
+
+    /// Sends a W3C trace context (a propagator's carrier as JSON: `{"traceparent": ...}`; `None`
+    /// for none) with every later request about the task, and keeps it in `state()`.
+    pub fn set_trace(&self, trace_json: Option<String>) {
+        let trace = trace_json
+            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
+            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        self.with(|d| d.set_trace(trace));
     }
 
     /// The next event as JSON (`status`, `input_requested` or `finished`), or `None`.

@@ -422,6 +422,12 @@ impl Outgoing {
         serde_json::json!({ "method": self.method(), "params": self.params() })
     }
 
+    /// [`Outgoing::to_json`] with `trace` in the params' `_meta` ([`Outgoing::params_traced`]):
+    /// what a driver with a trace context hands a host's own transport.
+    pub fn to_json_traced(&self, trace: Option<&crate::trace::TraceContext>) -> Value {
+        serde_json::json!({ "method": self.method(), "params": self.params_traced(trace) })
+    }
+
     /// [`Outgoing::params`] with `trace` in `_meta` (the transport adds the envelope beside it).
     pub fn params_traced(&self, trace: Option<&crate::trace::TraceContext>) -> Value {
         let mut params = self.params();
@@ -961,6 +967,42 @@ mod tests {
             .is_err(),
             "completed needs result"
         );
+    }
+
+    #[test]
+    fn a_trace_context_rides_every_request_about_the_task_and_survives_a_resume() {
+        let trace = crate::trace::TraceContext::from_parts(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            Some("rojo=1"),
+            None,
+        );
+        let mut d = driver();
+        let before = d.revision();
+        d.set_trace(trace.clone());
+        assert!(d.revision() > before, "the state to persist changed");
+        d.poll_now(T0 + 1);
+        d.handle_timeout(T0 + 1);
+        let get = d.poll_outgoing().unwrap();
+        let sent = get.to_json_traced(d.trace());
+        assert_eq!(sent["params"]["_meta"]["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert_eq!(sent["params"]["_meta"]["tracestate"], "rojo=1");
+        assert_eq!(sent["params"]["taskId"], "t");
+        assert!(get.to_json()["params"].get("_meta").is_none(), "untraced: no _meta of the driver's");
+        // Saved, read back after a restart: the same context goes on.
+        let saved = serde_json::to_value(d.state()).unwrap();
+        let mut resumed = TaskDriver::resume(serde_json::from_value(saved).unwrap(), T0 + 5, DriverConfig::default());
+        assert_eq!(resumed.trace(), trace.as_ref());
+        resumed.cancel(CancelMode::Stop).unwrap();
+        let cancel = resumed.poll_outgoing().unwrap();
+        assert_eq!(cancel.method(), "tasks/cancel");
+        assert_eq!(
+            cancel.params_traced(resumed.trace())["_meta"]["traceparent"],
+            sent["params"]["_meta"]["traceparent"]
+        );
+        // A state saved before traces existed reads as untraced.
+        let mut old = serde_json::to_value(driver().state()).unwrap();
+        old.as_object_mut().unwrap().remove("trace");
+        assert_eq!(TaskDriver::resume(serde_json::from_value(old).unwrap(), T0, DriverConfig::default()).trace(), None);
     }
 
     #[test]

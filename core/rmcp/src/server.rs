@@ -214,13 +214,20 @@ impl<S: ServerHandler + Send + 'static> Exchanges<S> {
         let transport = ExchangeTransport { receiver, incoming };
         let peer = rmcp::model::InitializeRequestParams::new(Default::default(), Default::default())
             .with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
-        // Dropped with the host's delegate, the service stops (its drop guard).
-        let service = rmcp::service::serve_directly_with_ct(
-            handler,
-            transport,
-            Some(peer),
-            tokio_util::sync::CancellationToken::new(),
-        );
+        // Dropped with the host's delegate, the service stops (its drop guard). Started outside
+        // any span: it lives as long as the host, and rmcp's spawned loop would otherwise hold
+        // the span it was started in (the first task's run, made here lazily) open for as long.
+        // (Entering `Span::none()` would not do: it leaves the current span as it is.) Its
+        // events still reach the application's subscriber, which is the default when they occur.
+        let none = tracing::Dispatch::none();
+        let service = tracing::dispatcher::with_default(&none, || {
+            rmcp::service::serve_directly_with_ct(
+                handler,
+                transport,
+                Some(peer),
+                tokio_util::sync::CancellationToken::new(),
+            )
+        });
         Ok(Self { service, factory: Arc::clone(factory), next_id: std::sync::atomic::AtomicI64::new(1) })
     }
 

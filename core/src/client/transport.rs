@@ -375,11 +375,30 @@ mod tests {
             (json!(null), json!({})),
             (json!({"taskId": "a\"b", "n": [1, {"x": null}]}), json!({"taskId": "a\"b", "n": [1, {"x": null}]})),
             (json!({"_meta": {"mine": 1}, "name": "t"}), json!({"name": "t"})),
+            // An invalid trace context is dropped with the rest of the caller's `_meta`.
+            (json!({"_meta": {"traceparent": "00-0-0-0"}, "name": "t"}), json!({"name": "t"})),
         ] {
             let body: Value = serde_json::from_slice(&request_body(7, "tasks/get", params, &text)).unwrap();
             let mut expected = expected;
             expected["_meta"] = meta.clone();
             assert_eq!(body, json!({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": expected}));
         }
+    }
+
+    /// A valid trace context in the caller's `_meta` (SEP-414) is carried beside the envelope.
+    #[test]
+    fn request_bodies_carry_the_callers_trace_context_beside_the_envelope() {
+        let meta = envelope(&json!({}), &json!({"name": "c", "version": "1"}));
+        let traced = json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                            "tracestate": "rojo=1", "baggage": "k=v"});
+        let mut caller = traced.clone();
+        caller["mine"] = json!(1);
+        let params = json!({"taskId": "t", "_meta": caller});
+        let body: Value = serde_json::from_slice(&request_body(3, "tasks/get", params, &meta.to_string())).unwrap();
+        let mut expected = meta.clone();
+        for (k, v) in traced.as_object().unwrap() {
+            expected[k] = v.clone();
+        }
+        assert_eq!(body["params"]["_meta"], expected, "the trace keys, and none of the caller's others");
     }
 }
