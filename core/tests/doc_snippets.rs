@@ -45,3 +45,17 @@ async fn the_separate_workers_fragment_builds_a_front_end_and_a_worker() {
     let _router = front.router("/mcp");
     running.abort();
 }
+
+/// docs/operating.md's OTLP export of the Rust host's spans (feature `otel`): without an endpoint
+/// in the environment it installs no exporter, and the subscriber still logs.
+#[cfg(feature = "otel")]
+#[test]
+fn the_otel_setup_exports_only_where_an_endpoint_is_configured() -> Result<(), mcp_tasks::otel::OtelError> {
+    // docs:begin otel
+    use tracing_subscriber::prelude::*;
+    let (otel, _flush_at_exit) = mcp_tasks::otel::from_env()?.map(|export| export.into_layer()).unzip();
+    tracing_subscriber::registry().with(otel).with(tracing_subscriber::fmt::layer()).init();
+    // docs:end otel
+    assert_eq!(_flush_at_exit.is_some(), mcp_tasks::otel::configured(), "an exporter exactly where one is configured");
+    Ok(())
+}

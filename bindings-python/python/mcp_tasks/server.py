@@ -441,7 +441,7 @@ class TasksExtension(Extension):
     def metrics(self) -> str:
         """The engine's metrics in the Prometheus exposition format (OpenMetrics text; answer a
         scrape with ``mcp_tasks.METRICS_CONTENT_TYPE``). The metric names are core's, listed in
-        docs/operating.md, "Metrics and traces"."""
+        docs/operating.md, "Metrics and logs"."""
         return self._engine.metrics_text()
 
     def configure(self, tool: str, config: TaskConfig | Mode) -> None:
