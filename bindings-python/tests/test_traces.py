@@ -29,13 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from mcp_tasks import InputRequest, TasksClient
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests/otel"))
 from receiver import Receiver  # noqa: E402
@@ -46,12 +39,10 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
 }
 
-# The application's own SDK (the client's spans): one provider per process, kept in memory.
-CLIENT_SPANS = InMemorySpanExporter()
-if not isinstance(trace.get_tracer_provider(), TracerProvider):
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(CLIENT_SPANS))
-    trace.set_tracer_provider(provider)
+# The agent, with the application's own SDK recording its client spans, runs in a process of its
+# own: a tracer provider is global, and one set here would send every other test's requests through
+# mcp's span middleware instead of core's fast path.
+AGENT = ROOT / "tests/otel/agent.py"
 
 
 def _free_port() -> int:
@@ -131,22 +122,6 @@ class Server:
             self.proc.wait(timeout=30)
 
 
-def _as_received(span: Any) -> dict[str, Any]:
-    """A span of the client's in-process SDK, in the receiver's form."""
-    return {
-        "trace_id": format(span.context.trace_id, "032x"),
-        "span_id": format(span.context.span_id, "016x"),
-        "parent_span_id": format(span.parent.span_id, "016x") if span.parent else None,
-        "name": span.name,
-        "attributes": dict(span.attributes or {}),
-        "events": [e.name for e in span.events],
-        "links": [],
-        "service": "agent",
-        "start_ns": span.start_time,
-        "end_ns": span.end_time,
-    }
-
-
 def rpc(url: str, method: str, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """One JSON-RPC request with the 2026-07-28 envelope plus `meta` in `_meta`."""
     params = {**params, "_meta": {**META, **(meta or {})}}
@@ -184,32 +159,25 @@ def server(receiver: Receiver, face: Face, tmp_path: Path) -> Iterator[Server]:
     s.kill(signal.SIGINT)
 
 
-async def test_one_trace_holds_the_call_the_create_the_run_its_input_round_the_polls_and_the_outcome(
+def test_one_trace_holds_the_call_the_create_the_run_its_input_round_the_polls_and_the_outcome(
     receiver: Receiver, face: Face, server: Server
 ) -> None:
-    CLIENT_SPANS.clear()
-
-    async def answer(request: InputRequest) -> dict[str, Any]:
-        return {"action": "accept", "content": {"confirm": True}}
-
-    client = TasksClient(server.url, store="memory://", input_handler=answer, notifications=False)
-    with trace.get_tracer("agent").start_as_current_span("agent turn") as turn:
-        execution = await client.call_tool("confirm_delete", {"filename": "secret-plans.txt"})
-        assert execution.task is not None
-        task_id = execution.task.task_id
-        outcome = await execution.result()
-    assert outcome.kind == "completed"
-    await client.close()
-
-    trace_id = format(turn.get_span_context().trace_id, "032x")
-    (call,) = [s for s in CLIENT_SPANS.get_finished_spans() if s.name == "tools/call confirm_delete"]
-    assert format(call.context.trace_id, "032x") == trace_id
-    assert call.parent is not None and call.parent.span_id == turn.get_span_context().span_id
-    assert call.kind == trace.SpanKind.CLIENT
-    assert call.attributes is not None and call.attributes["mcp.task.id"] == task_id
-    assert call.attributes["task.status"] == "completed"
-    call_id = format(call.context.span_id, "016x")
-
+    agent = subprocess.run(
+        [sys.executable, str(AGENT), server.url, "confirm_delete", json.dumps({"filename": "secret-plans.txt"}),
+         json.dumps({"confirm": True})],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    turned = json.loads(agent.stdout.strip().splitlines()[-1])
+    assert turned["outcome"] == "completed"
+    task_id = turned["task_id"]
+    client_spans = turned["spans"]
+    (turn,) = [s for s in client_spans if s["name"] == "agent turn"]
+    (call,) = [s for s in client_spans if s["name"] == "tools/call confirm_delete"]
+    trace_id = turn["trace_id"]
+    assert (call["trace_id"], call["parent_span_id"], call["kind"]) == (trace_id, turn["span_id"], "client")
+    assert call["attributes"]["mcp.task.id"] == task_id
+    assert call["attributes"]["task.status"] == "completed"
+    call_id = call["span_id"]
     spans = receiver.wait_for(lambda got: any(s["attributes"].get("task.status") for s in named(got, "task.run", task_id))
                               and named(got, "tasks/update", task_id))
     (create,) = named(spans, "tools/call confirm_delete")
@@ -235,12 +203,12 @@ async def test_one_trace_holds_the_call_the_create_the_run_its_input_round_the_p
     # tests/otel/waterfall.py reads them (docs/operating.md's picture).
     if dump := os.environ.get("MCP_TASKS_TRACE_DUMP"):
         with open(f"{dump}.{face.name}.jsonl", "w") as out:
-            for span in [_as_received(s) for s in CLIENT_SPANS.get_finished_spans()] + spans:
+            for span in client_spans + spans:
                 if span["trace_id"] == trace_id:
                     out.write(json.dumps(span) + "\n")
 
-    # Privacy: no argument, answer or result in any span.
-    for span in spans:
+    # Privacy: no argument, answer or result in any span, the client's or the servers'.
+    for span in client_spans + spans:
         text = json.dumps(span)
         assert "secret-plans" not in text and "Deleted" not in text and '"confirm"' not in text, span
 
