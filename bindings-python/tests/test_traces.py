@@ -290,3 +290,31 @@ def test_a_run_killed_with_sigkill_resumes_on_a_second_worker_in_the_same_trace(
             out.writelines(json.dumps(s) + "\n" for s in spans if s["trace_id"] == create["trace_id"])
     polls = [s for s in named(spans, "tasks/get", task_id) if s["service"] == "worker-b"]
     assert polls and all({"trace_id": create["trace_id"], "span_id": create["span_id"]} in p["links"] for p in polls)
+
+
+CLI = ROOT / "target/debug/mcp-tasks"
+
+
+@pytest.mark.skipif(not CLI.exists(), reason="the CLI is built by cargo (tests/run-all builds it with its otel feature)")
+def test_an_operators_cancel_from_the_cli_is_a_span_linked_to_the_tasks_trace(receiver: Receiver, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/tasks.db"
+    port = _free_port()
+    server = Server(receiver.endpoint, "rust-server", port, FACES[0].command(port, store))
+    try:
+        caller = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+        answer = rpc(server.url, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}}, caller)
+        task_id = answer["result"]["taskId"]
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": "cli"}
+        shown = subprocess.run([str(CLI), "--store", store, "show", task_id], env=env, capture_output=True, text=True,
+                               check=True)
+        assert json.loads(shown.stdout)["traceparent"].startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-")
+        subprocess.run([str(CLI), "--store", store, "cancel", task_id, "--operator", "ana", "--wait", "10"], env=env,
+                       capture_output=True, text=True, check=True)
+        spans = receiver.wait_for(lambda got: named(got, "mcp-tasks cancel", task_id)
+                                  and named(got, "tools/call slow_compute", task_id))
+    finally:
+        server.kill(signal.SIGINT)
+    (create,) = named(spans, "tools/call slow_compute", task_id)
+    (cancel,) = named(spans, "mcp-tasks cancel", task_id)
+    assert cancel["service"] == "cli"
+    assert {"trace_id": create["trace_id"], "span_id": create["span_id"]} in cancel["links"]

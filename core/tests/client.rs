@@ -60,6 +60,19 @@ async fn server() -> String {
     let host = Host::builder(engine)
         .tool(Tool::new("echo", handler_fn(|_c, _x| async { Ok(text_result("plain")) })))
         .tool(Tool::new("slow", slow()).mode(TaskMode::Optional).poll_interval_ms(50))
+        .tool(
+            // Answers with the trace context its run hands on (no OpenTelemetry layer here: the
+            // context the task keeps, the caller's).
+            Tool::new(
+                "traced",
+                handler_fn(|_call, ctx| async move {
+                    tokio::time::sleep(Duration::from_millis(120)).await;
+                    Ok(text_result(ctx.trace().map(|t| t.traceparent).unwrap_or_else(|| "none".into())))
+                }),
+            )
+            .mode(TaskMode::Required)
+            .poll_interval_ms(50),
+        )
         .tool(Tool::new("slow_hugepoll", slow()).mode(TaskMode::Optional).poll_interval_ms(60_000))
         .tool(Tool::new("short_ttl", slow()).mode(TaskMode::Optional).ttl_ms(Some(300)).poll_interval_ms(1_000))
         .tool(
@@ -108,6 +121,8 @@ async fn server() -> String {
 struct Recording {
     inner: HttpTransport,
     methods: Mutex<Vec<String>>,
+    /// Each request's method and the `traceparent` its params' `_meta` carried.
+    traced: Mutex<Vec<(String, Option<String>)>>,
     listens: AtomicUsize,
     /// The most task ids one listen asked for.
     widest_listen: AtomicUsize,
@@ -120,6 +135,8 @@ struct Recording {
 impl Transport for Recording {
     async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
         self.methods.lock().push(method.to_owned());
+        let traceparent = params["_meta"]["traceparent"].as_str().map(str::to_owned);
+        self.traced.lock().push((method.to_owned(), traceparent));
         self.inner.request(method, params).await
     }
 
@@ -168,6 +185,7 @@ fn recording(url: &str) -> Arc<Recording> {
         // `ask_two` asks for roots: the client declares it can answer them.
         inner: HttpTransport::new(url).capabilities(json!({"elicitation": {}, "roots": {}})),
         methods: Mutex::new(Vec::new()),
+        traced: Mutex::new(Vec::new()),
         listens: AtomicUsize::new(0),
         widest_listen: AtomicUsize::new(0),
         open_listens: Arc::default(),
@@ -177,6 +195,27 @@ fn recording(url: &str) -> Arc<Recording> {
 
 fn polling_only() -> ClientConfig {
     ClientConfig { notifications: false, ..ClientConfig::default() }
+}
+
+#[tokio::test]
+async fn the_callers_trace_context_reaches_the_run_and_rides_every_poll() {
+    let url = server().await;
+    let transport = recording(&url);
+    let client = Client::with_transport(transport.clone()).config(polling_only()).memory_store().build().unwrap();
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let trace = mcp_tasks::client::TraceContext::from_parts(parent, Some("rojo=1"), None);
+    let execution = task(client.call_tool_traced("traced", json!({}), trace).await.unwrap());
+    assert_eq!(text(&execution.result().await.unwrap()), parent, "the run hands on what the task keeps");
+    let traced = transport.traced.lock().clone();
+    assert!(traced.iter().filter(|(m, _)| m == "tasks/get").count() >= 2, "{traced:?}");
+    for (method, sent) in &traced {
+        assert_eq!(sent.as_deref(), Some(parent), "{method}");
+    }
+    // Without a context: none sent, none kept, none handed on.
+    transport.traced.lock().clear();
+    let execution = task(client.call_tool("traced", json!({})).await.unwrap());
+    assert_eq!(text(&execution.result().await.unwrap()), "none");
+    assert!(transport.traced.lock().iter().all(|(_, sent)| sent.is_none()));
 }
 
 #[tokio::test]

@@ -113,6 +113,16 @@ impl RunContext {
         self.task.as_ref().map_or(1, TaskHandle::attempt)
     }
 
+    /// The W3C trace context to hand on from this run (SEP-414): the run's own span where an
+    /// OpenTelemetry layer records it, else the context the task keeps; `None` for a synchronous
+    /// call or a task that keeps none. A tool puts it in its own outgoing requests (an MCP
+    /// request's `_meta`, HTTP `traceparent` headers) so they join the call's trace.
+    pub fn trace(&self) -> Option<crate::trace::TraceContext> {
+        let kept = self.task.as_ref().and_then(TaskHandle::trace);
+        let baggage = kept.as_ref().and_then(|t| t.baggage.as_deref());
+        crate::trace::context_of(&tracing::Span::current(), baggage).filter(|_| self.task.is_some()).or(kept)
+    }
+
     /// The checkpoint the task's work saved last (in this attempt or an earlier one), to
     /// resume from; `None` when none was saved or the call runs synchronously.
     pub fn saved_checkpoint(&self) -> Option<Value> {
