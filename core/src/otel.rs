@@ -80,13 +80,14 @@ impl Export {
         S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span> + Send + Sync,
     {
         let tracer = self.provider.tracer("mcp-tasks");
-        // Only the spans this crate (and the application) make: the `mcp_tasks` targets at info,
-        // with the application's own filter deciding the rest.
+        // Which spans it sees is the application's filter's choice (the fixture servers keep the
+        // `mcp_tasks` targets at info); busy and idle times are not recorded (attributes nobody
+        // asked for, on every span).
         let layer = tracing_opentelemetry::layer().with_tracer(tracer).with_tracked_inactivity(false);
         (layer, OtelGuard { provider: self.provider })
     }
 
-    /// Flushes what is queued now (a test, or before a planned exit).
+    /// The tracer provider, for tracers of the application's own beside the layer's.
     pub fn provider(&self) -> &SdkTracerProvider {
         &self.provider
     }

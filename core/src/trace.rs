@@ -18,6 +18,21 @@ pub fn adopt(span: &tracing::Span, parent: Option<&TraceContext>) {
     let _ = (span, parent);
 }
 
+/// True when an OpenTelemetry layer records `span` (only then is a link worth a lookup).
+pub fn recorded(span: &tracing::Span) -> bool {
+    #[cfg(feature = "otel")]
+    {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        !span.is_disabled() && span.context().span().span_context().is_valid()
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = span;
+        false
+    }
+}
+
 /// Links `span` to the trace `to` names (a poll to the task it polls).
 pub fn link(span: &tracing::Span, to: &TraceContext) {
     #[cfg(feature = "otel")]

@@ -309,7 +309,7 @@ async fn execute(cli: Cli, out: &mut impl Write) -> Result<i32, Failure> {
         },
         Command::Cancel { id, operator, wait: seconds } => {
             let operator = operator.or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "operator".into());
-            if !tracing::Span::current().is_disabled()
+            if mcp_tasks::trace::recorded(&tracing::Span::current())
                 && let Some(task) = admin.show(&id).await?
             {
                 link_task(&task);

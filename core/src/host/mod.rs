@@ -310,7 +310,7 @@ impl Host {
         // The tasks this request concerns, whose traces its span links to (a listen's first
         // few: a link per task it streams would grow the span without bound).
         let linked: Vec<String> = match &route {
-            _ if span.is_disabled() => Vec::new(),
+            _ if !trace::recorded(&span) => Vec::new(),
             Route::GetTask { task_id } | Route::UpdateTask { task_id, .. } | Route::CancelTask { task_id } => {
                 vec![task_id.clone()]
             }
