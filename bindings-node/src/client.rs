@@ -77,9 +77,7 @@ impl NativeClient {
         trace_json: Option<String>,
     ) -> napi::Result<NativeCall> {
         let arguments = parse_json("arguments", &arguments_json)?;
-        let trace = trace_json
-            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
-            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        let trace = trace_json.as_deref().and_then(mcp_tasks::trace::TraceContext::from_carrier_json);
         match self.inner.call_tool_traced(&name, arguments, trace).await.map_err(client_error)? {
             Execution::Immediate(result) => Ok(NativeCall { payload: result.to_string(), task: None }),
             Execution::Task(task) => {

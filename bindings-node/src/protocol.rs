@@ -166,9 +166,7 @@ impl NativeTaskDriver {
     /// for none) with every later request about the task, and keeps it in `state()`.
     #[napi]
     pub fn set_trace(&mut self, trace_json: Option<String>) {
-        let trace = trace_json
-            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
-            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        let trace = trace_json.as_deref().and_then(mcp_tasks::trace::TraceContext::from_carrier_json);
         self.inner.set_trace(trace);
     }
 

@@ -459,7 +459,7 @@ impl NativeServer {
         principal: Option<String>,
         trace: Option<String>,
     ) -> Either3<HttpReply, TaskReply, Handled> {
-        let trace = trace.as_deref().and_then(trace_context);
+        let trace = trace.as_deref().and_then(TraceContext::from_carrier_json);
         let mut handled = self.decide(&method, &headers, body.as_deref(), principal.as_deref(), trace);
         if let Some(created) = handled.created.take() {
             return Either3::B(created);
@@ -1111,10 +1111,4 @@ impl NativeListen {
     pub fn close_event(&self) -> String {
         self.inner.close_event()
     }
-}
-
-/// A trace context from a propagator's carrier (JSON); `None` when it holds no valid one.
-fn trace_context(carrier: &str) -> Option<TraceContext> {
-    let carrier: serde_json::Map<String, Value> = serde_json::from_str(carrier).ok()?;
-    TraceContext::from_meta(&carrier)
 }

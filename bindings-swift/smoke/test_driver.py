@@ -75,3 +75,17 @@ def test_state_survives_a_restart_through_resume() -> None:
     assert json.loads(resumed.latest())["status"] == "input_required"
     with pytest.raises(ffi.TasksError):
         resumed.answer("k", "{}")
+
+
+def test_a_trace_context_rides_every_request_and_survives_resume() -> None:
+    carrier = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "rojo=1"}
+    driver = ffi.TaskDriver(json.dumps(CREATED), T0)
+    driver.set_trace(json.dumps(carrier))
+    driver.cancel(ffi.CancelMode.STOP)
+    assert json.loads(driver.poll_outgoing()) == {"method": "tasks/cancel", "params": {"taskId": "t1", "_meta": carrier}}
+    resumed = ffi.TaskDriver.resume(driver.state(), T0 + 10)
+    assert json.loads(resumed.poll_outgoing())["params"]["_meta"] == carrier
+    plain = ffi.TaskDriver(json.dumps(CREATED), T0)
+    plain.set_trace(json.dumps({"traceparent": "nonsense"}))
+    plain.cancel(ffi.CancelMode.STOP)
+    assert json.loads(plain.poll_outgoing()) == {"method": "tasks/cancel", "params": {"taskId": "t1"}}

@@ -110,6 +110,16 @@ async def test_polls_a_task_to_its_result(target: Target) -> None:
     assert completed_text(await call.result()).startswith("Computed ffi in 0.3")
 
 
+async def test_a_traced_call_follows_its_task_and_an_invalid_context_is_ignored(target: Target) -> None:
+    client = ffi.TasksClient(options(target, notifications=False))
+    for carrier in ({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "baggage": "k=v"},
+                    {"traceparent": "not a trace"}):
+        call = await client.call_tool_traced("slow_compute", json.dumps({"seconds": 0.1, "label": "t"}),
+                                             json.dumps(carrier))
+        assert call.kind() == ffi.ExecutionKind.TASK
+        assert completed_text(await call.result()).startswith("Computed t in 0.1")
+
+
 async def test_updates_and_a_listener_see_the_task_finish(target: Target) -> None:
     client = ffi.TasksClient(options(target))
     call = await client.call_tool("slow_compute", json.dumps({"seconds": 0.3}))

@@ -415,9 +415,7 @@ impl TasksClient {
         trace_json: Option<String>,
     ) -> Result<Arc<Execution>, TasksError> {
         let arguments = parse_json("arguments", &arguments_json)?;
-        let trace = trace_json
-            .and_then(|json| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json).ok())
-            .and_then(|carrier| mcp_tasks::trace::TraceContext::from_meta(&carrier));
+        let trace = trace_json.as_deref().and_then(mcp_tasks::trace::TraceContext::from_carrier_json);
         Ok(Arc::new(match self.inner.call_tool_traced(&name, arguments, trace).await? {
             CoreExecutionKind::Immediate(result) => Execution { immediate: Some(result), task: None, created: None },
             CoreExecutionKind::Task(task) => {

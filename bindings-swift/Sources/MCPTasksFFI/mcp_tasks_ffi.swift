@@ -1445,7 +1445,8 @@ public protocol TaskDriverProtocol: AnyObject, Sendable {
     func pollEvent()  -> String?
     
     /**
-     * The next request to send, as JSON `{"method", "params"}`, or `None`.
+     * The next request to send, as JSON `{"method", "params"}` (the params carry a `_meta` with
+     * the task's trace context once `set_trace` gave one), or `None`.
      */
     func pollOutgoing()  -> String?
     
@@ -1453,6 +1454,12 @@ public protocol TaskDriverProtocol: AnyObject, Sendable {
      * When `handle_timeout` is due (Unix ms), or `None`.
      */
     func pollTimeout()  -> UInt64?
+    
+    /**
+     * Sends a W3C trace context (a propagator's carrier as JSON: `{"traceparent": ...}`; `None`
+     * for none) with every later request about the task, and keeps it in `state()`.
+     */
+    func setTrace(traceJson: String?) 
     
     /**
      * What survives a restart (JSON): pass it to `resume`.
@@ -1681,7 +1688,8 @@ open func pollEvent() -> String?  {
 }
     
     /**
-     * The next request to send, as JSON `{"method", "params"}`, or `None`.
+     * The next request to send, as JSON `{"method", "params"}` (the params carry a `_meta` with
+     * the task's trace context once `set_trace` gave one), or `None`.
      */
 open func pollOutgoing() -> String?  {
     return try!  FfiConverterOptionString.lift(try! rustCall() {
@@ -1702,6 +1710,19 @@ open func pollTimeout() -> UInt64?  {
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * Sends a W3C trace context (a propagator's carrier as JSON: `{"traceparent": ...}`; `None`
+     * for none) with every later request about the task, and keeps it in `state()`.
+     */
+open func setTrace(traceJson: String?)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_mcp_tasks_ffi_fn_method_taskdriver_set_trace(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(traceJson),uniffiCallStatus
+    )
+}
 }
     
     /**
@@ -2403,6 +2424,14 @@ public protocol TasksClientProtocol: AnyObject, Sendable {
     func callTool(name: String, argumentsJson: String) async throws  -> Execution
     
     /**
+     * [`TasksClient::call_tool`] inside the caller's trace: `trace_json` is its W3C trace context
+     * (a propagator's carrier as JSON: `{"traceparent": ..., "tracestate": ..., "baggage":
+     * ...}`), sent in `_meta` with the call and every request about its task (SEP-414), and kept
+     * with the task reference for `resume_all`. An invalid one is ignored.
+     */
+    func callToolTraced(name: String, argumentsJson: String, traceJson: String?) async throws  -> Execution
+    
+    /**
      * Stops following every task (their references stay for `resume_all`) and closes the
      * transport: a stdio server's child ends. Later calls fail with `TransportError`.
      */
@@ -2493,6 +2522,28 @@ open func callTool(name: String, argumentsJson: String)async throws  -> Executio
             rustFutureFunc: {
                 uniffi_mcp_tasks_ffi_fn_method_tasksclient_call_tool(
                         self.uniffiCloneHandle(),FfiConverterString.lower(name),FfiConverterString.lower(argumentsJson)
+                )
+            },
+            pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_u64,
+            completeFunc: ffi_mcp_tasks_ffi_rust_future_complete_u64,
+            freeFunc: ffi_mcp_tasks_ffi_rust_future_free_u64,
+            liftFunc: FfiConverterTypeExecution_lift,
+            errorHandler: FfiConverterTypeTasksError_lift
+        )
+}
+    
+    /**
+     * [`TasksClient::call_tool`] inside the caller's trace: `trace_json` is its W3C trace context
+     * (a propagator's carrier as JSON: `{"traceparent": ..., "tracestate": ..., "baggage":
+     * ...}`), sent in `_meta` with the call and every request about its task (SEP-414), and kept
+     * with the task reference for `resume_all`. An invalid one is ignored.
+     */
+open func callToolTraced(name: String, argumentsJson: String, traceJson: String?)async throws  -> Execution  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_mcp_tasks_ffi_fn_method_tasksclient_call_tool_traced(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(name),FfiConverterString.lower(argumentsJson),FfiConverterOptionString.lower(traceJson)
                 )
             },
             pollFunc: ffi_mcp_tasks_ffi_rust_future_poll_u64,
@@ -4313,6 +4364,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool() != 33376) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool_traced() != 49873) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_mcp_tasks_ffi_checksum_method_tasksclient_close() != 807) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4349,10 +4403,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_event() != 63405) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_outgoing() != 39771) {
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_outgoing() != 17724) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_timeout() != 2340) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_set_trace() != 44693) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_mcp_tasks_ffi_checksum_method_taskdriver_state() != 35708) {

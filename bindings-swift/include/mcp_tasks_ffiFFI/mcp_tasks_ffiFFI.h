@@ -509,6 +509,11 @@ uint64_t uniffi_mcp_tasks_ffi_fn_constructor_tasksclient_new(RustBuffer options,
 uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_call_tool(uint64_t ptr, RustBuffer name, RustBuffer arguments_json
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_CALL_TOOL_TRACED
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_CALL_TOOL_TRACED
+uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_call_tool_traced(uint64_t ptr, RustBuffer name, RustBuffer arguments_json, RustBuffer trace_json
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_CLOSE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKSCLIENT_CLOSE
 uint64_t uniffi_mcp_tasks_ffi_fn_method_tasksclient_close(uint64_t ptr
@@ -597,6 +602,11 @@ RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_outgoing(uint64_t ptr,
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_TIMEOUT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_POLL_TIMEOUT
 RustBuffer uniffi_mcp_tasks_ffi_fn_method_taskdriver_poll_timeout(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_SET_TRACE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_SET_TRACE
+void uniffi_mcp_tasks_ffi_fn_method_taskdriver_set_trace(uint64_t ptr, RustBuffer trace_json, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_FN_METHOD_TASKDRIVER_STATE
@@ -1078,6 +1088,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CALL_TOOL_TRACED
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CALL_TOOL_TRACED
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasksclient_call_tool_traced(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CLOSE
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKSCLIENT_CLOSE
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_tasksclient_close(void
@@ -1159,6 +1175,12 @@ uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_outgoing(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_TIMEOUT
 #define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_POLL_TIMEOUT
 uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_poll_timeout(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_SET_TRACE
+#define UNIFFI_FFIDEF_UNIFFI_MCP_TASKS_FFI_CHECKSUM_METHOD_TASKDRIVER_SET_TRACE
+uint16_t uniffi_mcp_tasks_ffi_checksum_method_taskdriver_set_trace(void
     
 );
 #endif

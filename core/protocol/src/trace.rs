@@ -68,6 +68,12 @@ impl TraceContext {
         })
     }
 
+    /// The context in a propagator's carrier as JSON text (`{"traceparent": ..., "tracestate":
+    /// ..., "baggage": ...}`, what bindings hand over); `None` unless it holds a valid one.
+    pub fn from_carrier_json(carrier: &str) -> Option<Self> {
+        Self::from_meta(&serde_json::from_str::<Map<String, Value>>(carrier).ok()?)
+    }
+
     /// A context for a span this process made: trace id and span id as lowercase hex (32 and
     /// 16 digits), the sampled flag, and the state and baggage it carries on.
     pub fn for_span(trace_id: &str, span_id: &str, sampled: bool, tracestate: Option<&str>) -> Option<Self> {
