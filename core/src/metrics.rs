@@ -139,6 +139,9 @@ pub(crate) fn outcome(task: &TaskRecord) -> &'static str {
     }
 }
 
+/// The `tracing` target of the engine's `task created` and `task finished` events.
+pub const TASK_LOG_TARGET: &str = "mcp_tasks::task";
+
 /// A principal as traces name it: the first 8 bytes of its SHA-256 in hex, so a trace ties a
 /// task to its caller without writing the caller's identity (a token hash, an email) to logs.
 pub fn principal_hash(principal: &str) -> String {
@@ -149,7 +152,7 @@ impl Metrics {
     pub(crate) fn created(&self, task: &TaskRecord) {
         self.created.get_or_create(&ToolLabels { tool: task.tool.clone() }).inc();
         tracing::info!(
-            target: "mcp_tasks::task",
+            target: TASK_LOG_TARGET,
             task_id = %task.id,
             tool = %task.tool,
             principal = %principal_hash(&task.principal),
@@ -170,7 +173,7 @@ impl Metrics {
         self.finished.get_or_create(&FinishedLabels { tool: tool.clone(), outcome: outcome.to_owned() }).inc();
         self.duration.get_or_create(&ToolLabels { tool }).observe(seconds);
         tracing::info!(
-            target: "mcp_tasks::task",
+            target: TASK_LOG_TARGET,
             task_id = %task.id,
             tool = %task.tool,
             principal = %principal_hash(&task.principal),

@@ -79,11 +79,24 @@ impl Export {
     where
         S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span> + Send + Sync,
     {
+        use tracing_subscriber::Layer as _;
         let tracer = self.provider.tracer("mcp-tasks");
         // Which spans it sees is the application's filter's choice (the fixture servers keep the
-        // `mcp_tasks` targets at info); busy and idle times are not recorded (attributes nobody
-        // asked for, on every span).
-        let layer = tracing_opentelemetry::layer().with_tracer(tracer).with_tracked_inactivity(false);
+        // `mcp_tasks` targets at info). Each span carries what the semantic conventions name and
+        // nothing per span besides: no busy and idle times, source locations, thread names or
+        // `tracing` targets, which cost every span their attributes (measured: docs/BENCHMARKS.md,
+        // "Traces").
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_tracked_inactivity(false)
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            // The engine's log lines (`task created`, `task finished`) say what the spans' own
+            // attributes say: as span events they doubled what each task exports.
+            .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                meta.is_span() || meta.target() != crate::metrics::TASK_LOG_TARGET
+            }));
         (layer, OtelGuard { provider: self.provider })
     }
 

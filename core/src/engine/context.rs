@@ -189,13 +189,13 @@ impl TaskHandle {
         }
         // Span events of the run (its keys' count only: requests and answers may carry what
         // the user typed, which no span holds).
-        tracing::info!(target: "mcp_tasks::task", keys = keys.len(), "task.input_requested");
+        tracing::info!(target: "mcp_tasks::run", keys = keys.len(), "task.input_requested");
         let answers = tokio::select! {
             answers = rx => answers.map_err(|_| EngineError::Cancelled),
             () = self.live.cancel.cancelled() => Err(EngineError::Cancelled),
         };
         if answers.is_ok() {
-            tracing::info!(target: "mcp_tasks::task", keys = keys.len(), "task.input_received");
+            tracing::info!(target: "mcp_tasks::run", keys = keys.len(), "task.input_received");
         }
         answers
     }
