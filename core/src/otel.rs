@@ -92,6 +92,11 @@ impl Export {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
+            // A tool's spans are its run's children through `tracing` itself: attaching the
+            // OpenTelemetry context at every poll of every instrumented future cost more than
+            // the spans (measured: docs/BENCHMARKS.md, "Traces"). Code that reads the
+            // OpenTelemetry API's current context gets it from `RunContext::trace` instead.
+            .with_context_activation(false)
             // The engine's log lines (`task created`, `task finished`) say what the spans' own
             // attributes say: as span events they doubled what each task exports.
             .with_filter(tracing_subscriber::filter::filter_fn(|meta| {

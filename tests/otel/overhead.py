@@ -6,7 +6,10 @@ fixture-server built before traces existed) a third column: what the spans cost 
 The export goes to a sink that reads each request and answers 200 (`--decode`: to
 tests/otel/receiver.py, whose decoding then competes with the host for this machine's two cores).
 
-    python tests/otel/overhead.py [--rounds 5] [--seconds 5] [--connections 32] [--baseline BINARY] [--decode]
+    python tests/otel/overhead.py [--rounds 5] [--seconds 5] [--connections 32] [--baseline BINARY]
+        [--ratio 0.1] [--decode]
+
+`--ratio` adds the export with that share of new traces sampled (`parentbased_traceidratio`).
 
 Builds the release fixture-server and server-load first. Needs `opentelemetry-proto` (the
 bindings-python/dev-env venv has it). No timing is asserted anywhere: these are figures to read.
@@ -128,6 +131,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--baseline", help="a fixture-server binary built before traces existed")
+    parser.add_argument("--ratio", type=float,
+                        help="a fourth column: the export with OTEL_TRACES_SAMPLER=parentbased_traceidratio at this ratio")
     parser.add_argument("--decode", action="store_true",
                         help="export to tests/otel/receiver.py (decodes every span, on this machine's cores) "
                              "instead of a sink that only reads")
@@ -135,7 +140,10 @@ def main() -> None:
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server",
                     "--bin", "server-load"], cwd=ROOT, check=True)
     binary = str(ROOT / "target/release/fixture-server")
+    sampled = f"OTLP {args.ratio:.0%}" if args.ratio is not None else None
     rates: dict[str, list[float]] = {"baseline": [], "no exporter": [], "OTLP batch": []}
+    if sampled:
+        rates[sampled] = []
     cpu: dict[str, list[float]] = {name: [] for name in rates}
 
     def run(name: str, binary: str, env: dict[str, str]) -> None:
@@ -151,6 +159,9 @@ def main() -> None:
             run("no exporter", binary, {})
             before = len(receiver.spans) if args.decode else receiver.bytes
             run("OTLP batch", binary, export)
+            if sampled:
+                run(sampled, binary, {**export, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                                      "OTEL_TRACES_SAMPLER_ARG": str(args.ratio)})
             got = (f"{len(receiver.spans) - before:,} spans received" if args.decode
                    else f"{(receiver.bytes - before) / 1e6:,.1f} MB of OTLP received")
             print(f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s ({cpu[k][-1]:.1f} µs CPU)"
