@@ -98,8 +98,8 @@ class Server:
 
     def __init__(self, endpoint: str, service: str, port: int, command: tuple[list[str], dict[str, str]]) -> None:
         if not BINARY.exists() or not RMCP_BINARY.exists():
-            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server", "--bin",
-                            "rmcp-fixture-server"], cwd=ROOT, check=True)
+            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--features", "otel", "--bin",
+                            "fixture-server", "--bin", "rmcp-fixture-server"], cwd=ROOT, check=True)
         argv, extra = command
         self.port = port
         env = {**os.environ, **extra, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": service,

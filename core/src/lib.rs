@@ -21,7 +21,7 @@
 //! - [`admin`] (feature `sqlite`): operating a store from outside its servers (list, show,
 //!   cancel, purge, tail, stats), safe on a live store; the `mcp-tasks` CLI (`core/cli`) prints it.
 //! - [`metrics`]: an engine's Prometheus metrics and the fields of its `tracing` events.
-//! - [`trace`]: W3C trace context (SEP-414) on the host's spans; [`otel`] (feature `otel`):
+//! - [`trace`]: W3C trace context (SEP-414) on the host's spans; `otel` (feature `otel`):
 //!   their OTLP export from the standard `OTEL_*` environment.
 //! - [`clock`]: where time and ids come from.
 

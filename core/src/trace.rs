@@ -1,7 +1,7 @@
 //! W3C trace context on `tracing` spans: a span parented to the caller's context, linked to a
 //! task's, and the context a span hands on. With the `otel` feature these reach the
 //! OpenTelemetry spans `tracing-opentelemetry` makes of the spans (when the application
-//! installed [`crate::otel`]'s layer); without it they do nothing, and a task keeps the caller's
+//! installed `mcp_tasks::otel`'s layer); without it they do nothing, and a task keeps the caller's
 //! own context.
 
 pub use crate::protocol::trace::TraceContext;

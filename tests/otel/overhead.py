@@ -11,7 +11,7 @@ tests/otel/receiver.py, whose decoding then competes with the host for this mach
 
 `--ratio` adds the export with that share of new traces sampled (`parentbased_traceidratio`).
 
-Builds the release fixture-server and server-load first. Needs `opentelemetry-proto` (the
+Builds the release fixture-server (with its `otel` feature) and server-load first. Needs `opentelemetry-proto` (the
 bindings-python/dev-env venv has it). No timing is asserted anywhere: these are figures to read.
 """
 
@@ -137,8 +137,8 @@ def main() -> None:
                         help="export to tests/otel/receiver.py (decodes every span, on this machine's cores) "
                              "instead of a sink that only reads")
     args = parser.parse_args()
-    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "mcp-tasks-fixtures", "--bin", "fixture-server",
-                    "--bin", "server-load"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "mcp-tasks-fixtures", "--features", "otel", "--bin",
+                    "fixture-server", "--bin", "server-load"], cwd=ROOT, check=True)
     binary = str(ROOT / "target/release/fixture-server")
     sampled = f"OTLP {args.ratio:.0%}" if args.ratio is not None else None
     rates: dict[str, list[float]] = {"baseline": [], "no exporter": [], "OTLP batch": []}

@@ -655,7 +655,7 @@ impl Engine {
     }
 
     /// [`Engine::create_task_for`] keeping `trace` with the task (SEP-414): every run of it, on
-    /// any worker and after any restart, is parented to it ([`TaskContext::trace`]).
+    /// any worker and after any restart, is parented to it ([`TaskHandle::trace`](crate::engine::TaskHandle::trace)).
     pub async fn create_task_traced(
         &self,
         principal: &str,
