@@ -15,6 +15,7 @@ second worker as attempt 2, still the create's child.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -93,13 +94,19 @@ FACES = [Face("rust", "resumable_count", "stepMs"), Face("rmcp", "resumable_coun
 )
 
 
+@functools.cache
+def _build_fixture_servers() -> None:
+    """Builds the Rust fixture servers with their `otel` feature, once: a build without it (other
+    tests', or a plain `cargo build`) leaves binaries that export nothing. A no-op when built."""
+    subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--features", "otel", "--bin",
+                    "fixture-server", "--bin", "rmcp-fixture-server"], cwd=ROOT, check=True)
+
+
 class Server:
     """A server exporting its spans to `endpoint` as `service`."""
 
     def __init__(self, endpoint: str, service: str, port: int, command: tuple[list[str], dict[str, str]]) -> None:
-        if not BINARY.exists() or not RMCP_BINARY.exists():
-            subprocess.run(["cargo", "build", "-q", "-p", "mcp-tasks-fixtures", "--features", "otel", "--bin",
-                            "fixture-server", "--bin", "rmcp-fixture-server"], cwd=ROOT, check=True)
+        _build_fixture_servers()
         argv, extra = command
         self.port = port
         env = {**os.environ, **extra, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": service,
