@@ -8,9 +8,10 @@ spans from the application's OpenTelemetry SDK.
 
 Asserted: one trace holds the client's call span, the create (its child), the run (the create's
 child, with `task.attempt`, its input round as events and its outcome), every poll and answer (the
-client's children, linked to the task's trace); a caller with no trace context gets a fresh trace
-per task; an invalid one is ignored; and, on PostgreSQL, a run killed with SIGKILL resumes on a
-second worker as attempt 2, still the create's child.
+client's children, linked to the task's trace); on PostgreSQL, the same with the run killed with
+SIGKILL on the first worker and resumed on a second as attempt 2, still the create's child, its
+input round there; a caller with no trace context gets a fresh trace per task; an invalid one is
+ignored.
 """
 
 from __future__ import annotations
@@ -254,49 +255,84 @@ def _database(name: str) -> str:
 
 
 @pytest.mark.skipif("MCP_TASKS_PG_URL" not in os.environ, reason="needs PostgreSQL (tests/run-all starts one)")
-def test_a_run_killed_with_sigkill_resumes_on_a_second_worker_in_the_same_trace(receiver: Receiver, face: Face) -> None:
+def test_one_trace_holds_the_call_the_create_a_run_killed_and_resumed_on_a_second_worker_its_input_round_the_polls_and_the_outcome(  # noqa: E501
+    receiver: Receiver, face: Face
+) -> None:
     store = _database(f"mcp_tasks_traces_{face.name}")
-    ports = _free_port(), _free_port()
-    first = Server(receiver.endpoint, "worker-a", ports[0], face.worker(ports[0], store))
-    second = Server(receiver.endpoint, "worker-b", ports[1], face.worker(ports[1], store))
+    port = _free_port()
     tool = face.resumable_tool
+    first = Server(receiver.endpoint, "worker-a", port, face.worker(port, store))
+    second: Server | None = None
+    # The agent's turn: the call, then polls until the outcome, answering the closing question.
+    agent = subprocess.Popen(
+        [sys.executable, str(AGENT), first.url, tool,
+         json.dumps({"steps": 20, face.step_ms_key: 200, "confirm": True}), json.dumps({"confirm": True})],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
     try:
-        caller = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "rojo=1"}
-        answer = rpc(first.url, "tools/call", {"name": tool, "arguments": {"steps": 30, face.step_ms_key: 200}},
-                     caller)
-        task_id = answer["result"]["taskId"]
         # The create reached the receiver before its process dies (a killed process loses the
         # spans it had not exported yet: here, attempt 1's, which never ended), and attempt 1
         # has made progress.
         started = time.monotonic()
-        receiver.wait_for(lambda got: named(got, f"tools/call {tool}", task_id))
+        (create,) = named(receiver.wait_for(lambda got: named(got, f"tools/call {tool}")), f"tools/call {tool}")
         exported = time.monotonic() - started
+        task_id = create["attributes"]["mcp.task.id"]
         while "step " not in (rpc(first.url, "tasks/get", {"taskId": task_id})["result"].get("statusMessage") or ""):
             assert time.monotonic() - started < 20, "attempt 1 made no progress"
             time.sleep(0.05)
         first.kill()
         assert exported < 3, f"the create took {exported:.1f} s to be exported"
-        deadline = time.monotonic() + 30
-        while rpc(second.url, "tasks/get", {"taskId": task_id}, caller)["result"]["status"] != "completed":
-            assert time.monotonic() < deadline, "the second worker did not finish the task"
-            time.sleep(0.2)
-        spans = receiver.wait_for(lambda got: any(s["attributes"].get("task.status") == "completed"
-                                                  for s in named(got, "task.run", task_id)))
+        # The agent's address now reaches a second worker, as a load balancer would send it there:
+        # its polls failed meanwhile and are retried at the next interval.
+        second = Server(receiver.endpoint, "worker-b", port, face.worker(port, store))
+        out, err = agent.communicate(timeout=60)
+        assert agent.returncode == 0, err
+        spans = receiver.wait_for(lambda got: any(s["attributes"].get("task.status") for s in named(got, "task.run", task_id))
+                                  and named(got, "tasks/update", task_id))
     finally:
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait(timeout=30)
         first.kill()
-        second.kill(signal.SIGINT)
-    (create,) = named(spans, f"tools/call {tool}", task_id)
-    assert create["service"] == "worker-a"
-    assert (create["trace_id"], create["parent_span_id"]) == ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
+        if second is not None:
+            second.kill(signal.SIGINT)
+    turned = json.loads(out.strip().splitlines()[-1])
+    assert (turned["outcome"], turned["task_id"]) == ("completed", task_id)
+    (turn,) = [s for s in turned["spans"] if s["name"] == "agent turn"]
+    (call,) = [s for s in turned["spans"] if s["name"] == f"tools/call {tool}"]
+    trace_id, call_id = turn["trace_id"], call["span_id"]
+    assert (call["trace_id"], call["parent_span_id"], call["kind"]) == (trace_id, turn["span_id"], "client")
+    assert (call["attributes"]["mcp.task.id"], call["attributes"]["task.status"]) == (task_id, "completed")
+
+    # The create on the first worker, the call's child.
+    assert (create["service"], create["kind"]) == ("worker-a", "server")
+    assert (create["trace_id"], create["parent_span_id"]) == (trace_id, call_id)
+    # Attempt 2 on the second worker, the create's child, with its input round and its outcome.
     (run,) = [s for s in named(spans, "task.run", task_id) if s["attributes"].get("task.status") == "completed"]
     assert run["service"] == "worker-b"
     assert run["attributes"]["task.attempt"] == 2
-    assert (run["trace_id"], run["parent_span_id"]) == (create["trace_id"], create["span_id"])
+    assert (run["trace_id"], run["parent_span_id"]) == (trace_id, create["span_id"]), "the run is the create's child"
+    assert "task.input_requested" in run["events"] and "task.input_received" in run["events"]
+    # The agent's polls and its answer: the call's children, linked to the task's trace.
+    polls = [s for s in named(spans, "tasks/get", task_id) if s["parent_span_id"] == call_id]
+    assert any(p["service"] == "worker-b" for p in polls), "the agent polled the second worker"
+    updates = named(spans, "tasks/update", task_id)
+    assert updates and all(u["service"] == "worker-b" for u in updates)
+    for request in polls + updates:
+        assert (request["trace_id"], request["parent_span_id"]) == (trace_id, call_id)
+        assert {"trace_id": trace_id, "span_id": create["span_id"]} in request["links"], "linked to the task's trace"
+
+    # MCP_TASKS_TRACE_DUMP=FILE keeps this trace's spans, the client's among them, as
+    # tests/otel/waterfall.py reads them (docs/operating.md's picture).
     if dump := os.environ.get("MCP_TASKS_TRACE_DUMP"):
-        with open(f"{dump}.{face.name}-resumed.jsonl", "w") as out:
-            out.writelines(json.dumps(s) + "\n" for s in spans if s["trace_id"] == create["trace_id"])
-    polls = [s for s in named(spans, "tasks/get", task_id) if s["service"] == "worker-b"]
-    assert polls and all({"trace_id": create["trace_id"], "span_id": create["span_id"]} in p["links"] for p in polls)
+        with open(f"{dump}.{face.name}-resumed.jsonl", "w") as out_file:
+            for span in turned["spans"] + spans:
+                if span["trace_id"] == trace_id:
+                    out_file.write(json.dumps(span) + "\n")
+    # Privacy: no argument, answer or result in any span.
+    for span in turned["spans"] + spans:
+        text = json.dumps(span)
+        assert "counted to" not in text and '"confirm"' not in text and '"steps"' not in text, span
 
 
 CLI = ROOT / "target/debug/mcp-tasks"

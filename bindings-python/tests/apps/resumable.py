@@ -1,6 +1,6 @@
 """A server with one resumable tool, for the worker tests: ``count`` counts ``steps`` steps of
 ``step_ms`` each, saving a checkpoint after each, and resumes from it when another attempt runs
-it. Its status names the attempt and the process, so a test knows which process to kill.
+it; with ``confirm`` it asks whether to finish once counted. Its status names the attempt and the process, so a test knows which process to kill.
 
 ``MCP_TASKS_STORE`` names the store and ``MCP_TASKS_EXECUTION`` is ``local`` or ``workers``
 (a front-end). ``python resumable.py PORT`` serves it over HTTP; ``python -m mcp_tasks worker
@@ -34,8 +34,9 @@ tasks.install(server)
 
 
 @server.tool()
-async def count(steps: int = 10, step_ms: int = 100) -> str:
-    """Counts, checkpointing each step; a later attempt resumes from the checkpoint."""
+async def count(steps: int = 10, step_ms: int = 100, confirm: bool = False) -> str:
+    """Counts, checkpointing each step; a later attempt resumes from the checkpoint. With
+    ``confirm``, asks whether to finish once counted (an input round in the last attempt)."""
     task = current_task()
     assert task is not None, "count runs as a task"
     start = (task.saved_checkpoint or {}).get("done", 0)
@@ -43,6 +44,14 @@ async def count(steps: int = 10, step_ms: int = 100) -> str:
         await asyncio.sleep(step_ms / 1000)
         await task.checkpoint({"done": done + 1})
         await task.set_status(f"step {done + 1} of {steps} (attempt {task.attempt}, pid {os.getpid()})")
+    if confirm:
+        question = {"method": "elicitation/create", "params": {
+            "mode": "form", "message": "Counted. Finish?",
+            "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+        }}
+        answer = (await task.request_input({"finish": question})).get("finish") or {}
+        if answer.get("action") != "accept" or (answer.get("content") or {}).get("confirm") is not True:
+            return f"stopped at {steps} in attempt {task.attempt}"
     return f"counted to {steps} in attempt {task.attempt}, resumed from step {start}"
 
 
