@@ -37,10 +37,9 @@ pub fn recorded(span: &tracing::Span) -> bool {
 pub fn link(span: &tracing::Span, to: &TraceContext) {
     #[cfg(feature = "otel")]
     {
-        use opentelemetry::trace::TraceContextExt;
         use tracing_opentelemetry::OpenTelemetrySpanExt;
-        if let Some(cx) = otel_context(to) {
-            span.add_link(cx.span().span_context().clone());
+        if let Some(linked) = span_context(to) {
+            span.add_link(linked);
         }
     }
     #[cfg(not(feature = "otel"))]
@@ -77,14 +76,27 @@ pub fn context_of(span: &tracing::Span, baggage: Option<&str>) -> Option<TraceCo
     }
 }
 
+/// The context `span` hands on where an OpenTelemetry layer records it (carrying `fallback`'s
+/// baggage), else `fallback` itself: what a new task keeps, what a call or a run sends on.
+pub fn handed_on(span: &tracing::Span, fallback: Option<TraceContext>) -> Option<TraceContext> {
+    let baggage = fallback.as_ref().and_then(|c| c.baggage.as_deref());
+    context_of(span, baggage).or(fallback)
+}
+
 /// `context` as an OpenTelemetry context with a remote parent.
 #[cfg(feature = "otel")]
 fn otel_context(context: &TraceContext) -> Option<opentelemetry::Context> {
-    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+    use opentelemetry::trace::TraceContextExt;
+    Some(opentelemetry::Context::new().with_remote_span_context(span_context(context)?))
+}
+
+/// The remote span `context` names, as OpenTelemetry's span context (a parent or a link).
+#[cfg(feature = "otel")]
+fn span_context(context: &TraceContext) -> Option<opentelemetry::trace::SpanContext> {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
     let trace_id = TraceId::from_hex(context.trace_id()).ok()?;
     let span_id = SpanId::from_hex(context.span_id()).ok()?;
     let flags = if context.sampled() { TraceFlags::SAMPLED } else { TraceFlags::default() };
     let state = context.tracestate.as_deref().and_then(|s| s.parse::<TraceState>().ok()).unwrap_or_default();
-    let remote = SpanContext::new(trace_id, span_id, flags, true, state);
-    Some(opentelemetry::Context::new().with_remote_span_context(remote))
+    Some(SpanContext::new(trace_id, span_id, flags, true, state))
 }

@@ -52,10 +52,8 @@ impl TraceContext {
     /// The context in a `_meta` object, if its `traceparent` is valid; an invalid or oversized
     /// `tracestate` or `baggage` is dropped and the rest kept.
     pub fn from_meta(meta: &Map<String, Value>) -> Option<Self> {
-        let traceparent = parse_traceparent(meta.get(META_TRACEPARENT)?.as_str()?)?;
-        let tracestate = meta.get(META_TRACESTATE).and_then(Value::as_str).and_then(valid_tracestate);
-        let baggage = meta.get(META_BAGGAGE).and_then(Value::as_str).and_then(valid_baggage);
-        Some(Self { traceparent, tracestate, baggage })
+        let text = |key: &str| meta.get(key).and_then(Value::as_str);
+        Self::from_parts(text(META_TRACEPARENT)?, text(META_TRACESTATE), text(META_BAGGAGE))
     }
 
     /// A context from the three header values (a binding's propagator wrote them); `None`

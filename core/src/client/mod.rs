@@ -842,8 +842,7 @@ impl Client {
         self.inner.check_open()?;
         let span = client_span(name);
         crate::trace::adopt(&span, trace.as_ref());
-        let baggage = trace.as_ref().and_then(|t| t.baggage.as_deref());
-        let sent = crate::trace::context_of(&span, baggage).or(trace);
+        let sent = crate::trace::handed_on(&span, trace);
         let mut params = json!({ "name": name, "arguments": arguments });
         if let Some(sent) = &sent {
             params["_meta"] = Value::Object(sent.to_meta());

@@ -308,18 +308,23 @@ impl Host {
         let Routed { reply, principal, route, trace } = routed;
         let span = tracing::Span::current();
         // The tasks this request concerns, whose traces its span links to (a listen's first
-        // few: a link per task it streams would grow the span without bound).
+        // few: a link per task it streams would grow the span without bound); a `tasks/get`
+        // links through the record it reads, with no second lookup.
+        let recorded = trace::recorded(&span);
         let linked: Vec<String> = match &route {
-            _ if !trace::recorded(&span) => Vec::new(),
-            Route::GetTask { task_id } | Route::UpdateTask { task_id, .. } | Route::CancelTask { task_id } => {
-                vec![task_id.clone()]
-            }
+            _ if !recorded => Vec::new(),
+            Route::UpdateTask { task_id, .. } | Route::CancelTask { task_id } => vec![task_id.clone()],
             Route::Listen { task_ids: Some(ids), .. } => ids.iter().take(MAX_LISTEN_LINKS).cloned().collect(),
-            Route::CallTool(_) | Route::Listen { .. } => Vec::new(),
+            Route::GetTask { .. } | Route::CallTool(_) | Route::Listen { .. } => Vec::new(),
         };
         let performed = match engine.serve(&principal, route).await {
             Ok(Served::Result(result)) => Performed::Reply(reply.result(result)),
-            Ok(Served::Task(task)) => Performed::Reply(reply.task(&task)),
+            Ok(Served::Task(task)) => {
+                if let Some(task_trace) = task.trace.as_deref().filter(|_| recorded) {
+                    trace::link(&span, task_trace);
+                }
+                Performed::Reply(reply.task(&task))
+            }
             Ok(Served::Listen(subscription)) => Performed::Listen(subscription, reply.listen_frames()),
             Ok(Served::CallTool(call)) => Performed::Reply(match self.call_tool(&principal, call, trace).await {
                 Ok(Answer::Result(result)) => reply.result(result),
@@ -341,7 +346,7 @@ impl Host {
                 Performed::Reply(reply.error(&e))
             }
         };
-        // A poll, an answer, a cancel: linked to the task's own trace (its create, and so its
+        // An answer, a cancel, a listen: linked to the task's own trace (its create, and so its
         // runs), whose id the caller's trace may not share.
         for task_id in linked {
             if let Some(task_trace) = engine.task_trace(&principal, &task_id).await {
@@ -580,8 +585,7 @@ fn record_error(span: &tracing::Span, code: i64) {
 /// The trace context a new task keeps: its create's span where an OpenTelemetry layer records
 /// it (so every run is a child of the create), else the caller's own context.
 fn task_trace(caller: Option<TraceContext>) -> Option<TraceContext> {
-    let baggage = caller.as_ref().and_then(|c| c.baggage.as_deref());
-    trace::context_of(&tracing::Span::current(), baggage).or(caller)
+    trace::handed_on(&tracing::Span::current(), caller)
 }
 
 /// Records a task's outcome: its result, or the error its tool raised.

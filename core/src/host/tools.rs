@@ -118,9 +118,8 @@ impl RunContext {
     /// call or a task that keeps none. A tool puts it in its own outgoing requests (an MCP
     /// request's `_meta`, HTTP `traceparent` headers) so they join the call's trace.
     pub fn trace(&self) -> Option<crate::trace::TraceContext> {
-        let kept = self.task.as_ref().and_then(TaskHandle::trace);
-        let baggage = kept.as_ref().and_then(|t| t.baggage.as_deref());
-        crate::trace::context_of(&tracing::Span::current(), baggage).filter(|_| self.task.is_some()).or(kept)
+        let task = self.task.as_ref()?;
+        crate::trace::handed_on(&tracing::Span::current(), task.trace())
     }
 
     /// The checkpoint the task's work saved last (in this attempt or an earlier one), to
