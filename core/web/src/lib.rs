@@ -86,7 +86,8 @@ pub struct WebOptions {
     pub bulk_limit: usize,
     /// A task page links its trace id here, `{trace_id}` replaced by it (Jaeger:
     /// `http://jaeger:16686/trace/{trace_id}`; Tempo, Honeycomb... alike). Only an `http` or
-    /// `https` URL is accepted ([`WebOptions::with_trace_url`]).
+    /// `https` URL is accepted ([`WebOptions::with_trace_url`]; [`WebView::new`] drops any other,
+    /// with a warning).
     pub trace_url: Option<String>,
 }
 
@@ -199,6 +200,11 @@ impl WebView {
     /// A view over the store `admin` operates.
     pub fn new(admin: Admin, mut options: WebOptions) -> Self {
         options.prefix = options.prefix.trim_end_matches('/').to_owned();
+        // The field is public: a template set without `with_trace_url` is checked here, so no
+        // page links anything but an http(s) URL.
+        options.trace_url = options.trace_url.and_then(|template| {
+            check_trace_url(&template).inspect_err(|e| tracing::warn!("{e}: task pages link no trace")).ok()
+        });
         let inner =
             Inner { admin, options, live: live::Live::new(), counts: Default::default(), activity: Default::default() };
         Self { inner: Arc::new(inner) }

@@ -869,5 +869,13 @@ async fn a_tasks_page_shows_its_trace_id_and_links_it_only_to_an_http_template()
     assert!(!untraced.contains("<dt>Trace</dt>"));
     for bad in ["javascript:alert(1)//{trace_id}", "https://jaeger.example/no-placeholder", "/trace/{trace_id}"] {
         assert!(WebOptions::default().with_trace_url(bad).is_err(), "{bad}");
+        // Set on the public field instead, it is dropped by the view: the id shown, nothing linked.
+        let direct = WebOptions { trace_url: Some(bad.to_owned()), ..options() };
+        let page = body(&view(&f, direct).await.handle(get(&path)).await);
+        assert!(page.contains(r#"<code id="trace">4bf92f3577b34da6a3ce929d0e0e4736</code>"#), "{page}");
+        assert!(
+            !page.contains("href=\"javascript") && !page.contains("no-placeholder") && !page.contains("/trace/4bf9"),
+            "{page}"
+        );
     }
 }
