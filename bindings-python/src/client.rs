@@ -147,13 +147,7 @@ impl PyClient {
         trace: Option<std::collections::HashMap<String, String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arguments = from_py("arguments", arguments)?;
-        let trace = trace.and_then(|carrier| {
-            mcp_tasks::trace::TraceContext::from_parts(
-                carrier.get("traceparent")?,
-                carrier.get("tracestate").map(String::as_str),
-                carrier.get("baggage").map(String::as_str),
-            )
-        });
+        let trace = crate::engine::trace_context(trace);
         let client = self.inner.clone();
         crate::awaitable(py, async move {
             match client.call_tool_traced(&name, arguments, trace).await.map_err(client_error)? {

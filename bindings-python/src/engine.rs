@@ -1188,13 +1188,11 @@ impl PyListen {
 
 /// A trace context from a propagator's carrier (`traceparent`, `tracestate`, `baggage`); `None`
 /// without a valid `traceparent`.
-fn trace_context(carrier: Option<HashMap<String, String>>) -> Option<mcp_tasks::trace::TraceContext> {
+pub(crate) fn trace_context(carrier: Option<HashMap<String, String>>) -> Option<mcp_tasks::trace::TraceContext> {
+    use mcp_tasks::protocol::trace::{META_BAGGAGE, META_TRACEPARENT, META_TRACESTATE};
     let carrier = carrier?;
-    mcp_tasks::trace::TraceContext::from_parts(
-        carrier.get("traceparent")?,
-        carrier.get("tracestate").map(String::as_str),
-        carrier.get("baggage").map(String::as_str),
-    )
+    let text = |key: &str| carrier.get(key).map(String::as_str);
+    mcp_tasks::trace::TraceContext::from_parts(text(META_TRACEPARENT)?, text(META_TRACESTATE), text(META_BAGGAGE))
 }
 
 /// A trace context as a propagator's carrier.
