@@ -1,12 +1,13 @@
 # Sourced by bindings-swift/swift-test and bindings-swift/bench (not run on its own).
-# start_fixture_server BINARY: starts the Rust fixture server on a free loopback port with the
-# memory store (port 0: the server picks one and prints it on its "listening on" line) and sets
+# start_fixture_server BINARY [STORE]: starts the Rust fixture server on a free loopback port with
+# STORE (default the memory store; port 0: the server picks one and prints it on its "listening
+# on" line) and sets
 # fixture_pid and fixture_url; fails when the server exits or has not started within 10 s. The
 # caller stops it: trap 'kill ${fixture_pid:-} 2>/dev/null || true' EXIT.
 start_fixture_server() {
-  local binary=$1 out
+  local binary=$1 store=${2:-memory://} out
   out=$(mktemp)
-  "$binary" 0 --store memory:// >"$out" &
+  "$binary" 0 --store "$store" >"$out" &
   fixture_pid=$!
   for _ in $(seq 1 200); do
     grep -q "listening on" "$out" && break

@@ -13,5 +13,10 @@ let client = try TasksClient(url: url, headers: ["Authorization": "Bearer \(toke
 }
 for task in try await client.resumeAll() { print("picked up", task.taskId, try await task.result()) }
 let execution = try await client.callTool("confirm_delete", arguments: ["filename": "draft.txt"])
+if #available(macOS 14, iOS 17, *), let task = ObservableTask(execution) {
+    // In SwiftUI, `Text(task.statusMessage ?? "\(task.status)")` re-renders as the task's states
+    // arrive, and `Button("Cancel") { try? task.cancel() }` cancels the server's task.
+    print("observing", task.id, task.status)
+}
 for await state in execution.updates { print(state.status, state.statusMessage ?? "") }
 print(try await execution.value())  // or catch TasksError.TaskCancelledError, .TaskExpiredError, ...

@@ -172,9 +172,18 @@ public final class TasksClient: Sendable {
     /// Calls a tool: an immediate result, or a task to follow (MRTR rounds are answered by the
     /// input handler on the way). If the awaiting Swift `Task` is cancelled meanwhile and the
     /// call became a task, that task is cancelled and this throws `CancellationError`.
-    public func callTool(_ name: String, arguments: [String: JSONValue] = [:]) async throws -> Execution {
+    ///
+    /// `trace` (else `TraceContext.current`) is the caller's W3C trace context: it is sent with
+    /// the call and with every poll, answer and cancel of its task, and kept with the task's
+    /// reference, so a task `resumeAll()` finds later still carries it (SEP-414).
+    public func callTool(
+        _ name: String, arguments: [String: JSONValue] = [:], trace: TraceContext? = nil
+    ) async throws -> Execution {
         let text = JSONValue.object(arguments).jsonText
-        let ffi = try await bridged { try await self.ffi.callTool(name: name, argumentsJson: text) }
+        let traceJSON = (trace ?? TraceContext.current)?.carrierJSON
+        let ffi = try await bridged {
+            try await self.ffi.callToolTraced(name: name, argumentsJson: text, traceJson: traceJSON)
+        }
         let execution = Execution(ffi)
         if Task.isCancelled {
             _ = try? await execution.result(whenCancelled: .cancelTask)
@@ -186,13 +195,13 @@ public final class TasksClient: Sendable {
     /// Calls a tool with any `Encodable` arguments (encoded by `encoder`; they must encode as a
     /// JSON object).
     public func callTool<Arguments: Encodable>(
-        _ name: String, arguments: Arguments, encoder: JSONEncoder = JSONEncoder()
+        _ name: String, arguments: Arguments, encoder: JSONEncoder = JSONEncoder(), trace: TraceContext? = nil
     ) async throws -> Execution {
         guard case .object(let members) = try JSONValue(encoding: arguments, encoder: encoder) else {
             throw TasksError.InvalidParamsError(
                 internalDetail("arguments must encode as a JSON object", className: "InvalidParamsError", code: -32602))
         }
-        return try await callTool(name, arguments: members)
+        return try await callTool(name, arguments: members, trace: trace)
     }
 
     /// Re-attaches to every persisted task whose outcome was not handed out yet (after the app

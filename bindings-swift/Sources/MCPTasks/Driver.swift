@@ -93,6 +93,12 @@ public final class TaskDriver: Sendable {
         try bridged { try ffi.answer(key: key, responseJson: text) }
     }
 
+    /// Sends `trace` (a W3C trace context; `nil` for none) in `_meta` with every later request
+    /// about the task, as the client does for a traced call, and keeps it in `state()`.
+    public func setTrace(_ trace: TraceContext?) {
+        ffi.setTrace(traceJson: trace?.carrierJSON)
+    }
+
     /// Asks to cancel.
     public func cancel(mode: CancelMode = .stop) throws {
         try bridged { try ffi.cancel(mode: mode.ffi) }

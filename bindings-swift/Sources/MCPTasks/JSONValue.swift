@@ -4,13 +4,16 @@
 // crossing into Rust is parsed and written here, exactly.
 import Foundation
 
-/// A JSON value: `Sendable`, `Hashable` and `Codable`, with literals for every kind.
+/// A JSON value: `Sendable`, `Hashable` and `Codable`, with literals for every kind. Equality
+/// keeps the kinds apart as the text does: `1`, `1.0` and `true` differ, and so do `0.0` and
+/// `-0.0` (a peer that wrote `-0.0` meant it; core's serde keeps it too).
 public enum JSONValue: Sendable, Hashable {
     /// `null`.
     case null
     /// `true` or `false`.
     case bool(Bool)
-    /// A number written without a fraction or exponent that fits in 64 bits (exact beyond 2^53).
+    /// A number written without a fraction or exponent that fits in 64 bits (exact beyond 2^53);
+    /// `-0` is the double `-0.0`, as serde_json reads it.
     case integer(Int64)
     /// Any other number.
     case double(Double)
@@ -119,6 +122,35 @@ extension JSONValue {
     public var isNull: Bool { self == .null }
 }
 
+extension JSONValue {
+    /// Equal as JSON with the kinds kept: doubles compare by their bits, so `-0.0` is not `0.0`
+    /// (and a NaN, which no JSON text holds, equals itself, so that `Hashable` stays lawful).
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.integer(let a), .integer(let b)): return a == b
+        case (.double(let a), .double(let b)): return a.bitPattern == b.bitPattern || (a.isNaN && b.isNaN)
+        case (.string(let a), .string(let b)): return a == b
+        case (.array(let a), .array(let b)): return a == b
+        case (.object(let a), .object(let b)): return a == b
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(1); hasher.combine(value)
+        case .integer(let value): hasher.combine(2); hasher.combine(value)
+        case .double(let value): hasher.combine(3); hasher.combine(value.isNaN ? Double.nan.bitPattern : value.bitPattern)
+        case .string(let value): hasher.combine(4); hasher.combine(value)
+        case .array(let value): hasher.combine(5); hasher.combine(value)
+        case .object(let value): hasher.combine(6); hasher.combine(value)
+        }
+    }
+}
+
 extension JSONValue: CustomStringConvertible {
     public var description: String { jsonText }
 }
@@ -135,6 +167,13 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension JSONValue: ExpressibleByStringInterpolation {
+    /// An interpolated string literal is a `.string` (`["label": "run \(n)"]`).
+    public init(stringInterpolation: DefaultStringInterpolation) {
+        self = .string(String(stringInterpolation: stringInterpolation))
     }
 }
 
@@ -371,7 +410,10 @@ private struct Parser {
             while at < bytes.count, isDigit(bytes[at]) { at += 1 }
         }
         let text = String(decoding: bytes[start..<at], as: UTF8.self)
-        // An integer beyond 64 bits becomes the nearest double, as in most JSON libraries.
+        // `-0` is the double -0.0 (an integer zero has no sign), as serde_json reads it, so the
+        // sign survives a round trip through core. An integer beyond 64 bits becomes the nearest
+        // double, as in most JSON libraries.
+        if isInteger, text == "-0" { return .double(-0.0) }
         if isInteger, let value = Int64(text) { return .integer(value) }
         guard let value = Double(text) else { throw JSONParseError(reason: "number out of range", offset: start) }
         return .double(value)

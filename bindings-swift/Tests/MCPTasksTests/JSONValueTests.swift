@@ -7,7 +7,7 @@ import XCTest
 final class JSONValueTests: XCTestCase {
     func testIntegersDoublesAndBooleansAreThreeKinds() throws {
         let parsed = try JSONValue(parsing: #"[1, 1.0, true, -0, 2.5e3, 1E2]"#)
-        XCTAssertEqual(parsed, [.integer(1), .double(1.0), .bool(true), .integer(0), .double(2500), .double(100)])
+        XCTAssertEqual(parsed, [.integer(1), .double(1.0), .bool(true), .double(-0.0), .double(2500), .double(100)])
         XCTAssertNotEqual(JSONValue.integer(1), JSONValue.double(1))
         XCTAssertNotEqual(JSONValue.integer(1), JSONValue.bool(true))
         XCTAssertEqual(JSONValue.double(1).jsonText, "1.0")
@@ -15,6 +15,34 @@ final class JSONValueTests: XCTestCase {
         XCTAssertEqual(try JSONValue(parsing: JSONValue.double(1).jsonText), .double(1))
         XCTAssertEqual(JSONValue.double(1e20).jsonText, "1e+20")
         XCTAssertEqual(try JSONValue(parsing: "0.1").doubleValue, 0.1)
+    }
+
+    /// What a conforming peer may write, read as it means it (the 2026-12-02 regression: a
+    /// `pollIntervalMs` written `500.0` was refused): floats where integers are expected, the
+    /// sign of zero, integers past 2^53, each kept as written through core and back.
+    func testNumbersAsAnyConformingPeerWritesThem() throws {
+        let text = #"{"pollIntervalMs":500.0,"ttlMs":600000.0,"big":9007199254740993,"negZero":-0.0,"minus":-0}"#
+        let parsed = try JSONValue(parsing: text)
+        XCTAssertEqual(parsed["pollIntervalMs"], .double(500))
+        XCTAssertEqual(parsed["big"], .integer(9_007_199_254_740_993))
+        XCTAssertEqual(parsed["negZero"], .double(-0.0))
+        XCTAssertEqual(parsed["minus"], .double(-0.0), "-0 is the double -0.0, as serde_json reads it")
+        XCTAssertNotEqual(JSONValue.double(-0.0), JSONValue.double(0.0))
+        XCTAssertNotEqual(Set([JSONValue.double(-0.0), .double(0.0)]).count, 1)
+        XCTAssertEqual(JSONValue.double(-0.0).jsonText, "-0.0")
+        // Core reads the creation with its float numbers and polls at 500 ms.
+        let created: JSONValue = [
+            "resultType": "task", "taskId": "f1", "status": "working", "createdAt": "2026-09-01T12:00:00.000Z",
+            "lastUpdatedAt": "2026-09-01T12:00:00.000Z", "ttlMs": .double(600_000), "pollIntervalMs": .double(500),
+        ]
+        let driver = try TaskDriver(created: created, nowMs: 1_788_264_000_000)
+        XCTAssertEqual(driver.pollTimeout(), 1_788_264_000_500)
+        // And hands a result's numbers back as the server wrote them.
+        let structured: JSONValue = ["one": 1, "onePointZero": 1.0, "big": parsed["big"]!, "negZero": .double(-0.0)]
+        let classified = try classifyToolsCall(
+            ["resultType": "complete", "content": [], "structuredContent": structured], declared: true)
+        XCTAssertEqual(classified["result"]?["structuredContent"], structured, "\(classified)")
+        XCTAssertEqual(classified["result"]?["structuredContent"]?["negZero"]?.doubleValue?.sign, .minus)
     }
 
     func testIntegersBeyondTwoToThe53StayExact() throws {

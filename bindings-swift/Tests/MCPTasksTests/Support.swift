@@ -79,3 +79,58 @@ func serverState(_ url: URL, taskId: String) async throws -> JSONValue {
     let answer = try JSONValue(parsing: data)
     return try XCTUnwrap(answer["result"], "tasks/get answered \(answer)")
 }
+
+/// Runs a Python snippet (python3 is on every machine the suite runs on) with `arguments`, and
+/// returns what it printed.
+func python(_ script: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", script] + arguments
+    let out = Pipe()
+    process.standardOutput = out
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    // Not waitUntilExit(): off the main thread under XCTest on Linux it can wait for good.
+    for _ in 0..<500 where process.isRunning { usleep(10_000) }
+    XCTAssertEqual(process.terminationStatus, 0, "python3 -c \(script) \(arguments)")
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// The fixture server's SQLite file (swift-test starts it on one), or a skip.
+func fixtureStore() throws -> String {
+    guard let path = ProcessInfo.processInfo.environment["MCP_TASKS_TEST_STORE"] else {
+        throw XCTSkip("MCP_TASKS_TEST_STORE is not set: run bindings-swift/swift-test")
+    }
+    return path
+}
+
+/// The record the fixture server keeps for `taskId` (its `tasks.body`, the store's JSON), read
+/// from its SQLite file by another connection, as an operator's tool would.
+func fixtureRecord(_ taskId: String) throws -> JSONValue {
+    let script = """
+        import sqlite3, sys
+        row = sqlite3.connect(sys.argv[1]).execute("SELECT body FROM tasks WHERE id = ?", (sys.argv[2],)).fetchone()
+        body = row[0] if row else b"null"
+        sys.stdout.write(body.decode() if isinstance(body, bytes) else body)
+        """
+    return try JSONValue(parsing: python(script, [try fixtureStore(), taskId]))
+}
+
+/// How many task references a client's SQLite file holds.
+func clientReferences(_ file: URL) throws -> Int {
+    let script = """
+        import sqlite3, sys
+        print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM task_refs").fetchone()[0])
+        """
+    return Int(try python(script, [file.path]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+}
+
+/// A gauge or counter of the fixture server's `/metrics` (summed over its labels).
+func fixtureMetric(_ name: String) async throws -> Double {
+    let metrics = URL(string: try fixtureURL().absoluteString.replacingOccurrences(of: "/mcp", with: "/metrics"))!
+    let (data, _) = try await URLSession.shared.data(from: metrics)
+    return String(decoding: data, as: UTF8.self).split(separator: "\n")
+        .filter { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+        .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+        .reduce(0, +)
+}
