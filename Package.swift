@@ -24,21 +24,21 @@ let linuxBundleChecksum = ""
 
 let useLocalBuilds = releaseVersion.isEmpty || Context.environment["MCP_TASKS_FFI"] == "local"
 
+// The platform's binary: chosen by the host that resolves the package, which is the platform it
+// builds for.
 #if os(Linux)
-let ffi: Target =
-    useLocalBuilds
-    ? .binaryTarget(name: "mcp_tasks_ffiFFI", path: "bindings-swift/MCPTasksFFI.artifactbundle")
-    : .binaryTarget(
-        name: "mcp_tasks_ffiFFI", url: "\(releaseBaseURL)/MCPTasksFFI-linux.artifactbundle.zip",
-        checksum: linuxBundleChecksum)
+let (localFFI, releaseZip, releaseChecksum) = (
+    "bindings-swift/MCPTasksFFI.artifactbundle", "MCPTasksFFI-linux.artifactbundle.zip", linuxBundleChecksum
+)
 #else
+let (localFFI, releaseZip, releaseChecksum) = (
+    "bindings-swift/MCPTasksFFI.xcframework", "MCPTasksFFI.xcframework.zip", xcframeworkChecksum
+)
+#endif
 let ffi: Target =
     useLocalBuilds
-    ? .binaryTarget(name: "mcp_tasks_ffiFFI", path: "bindings-swift/MCPTasksFFI.xcframework")
-    : .binaryTarget(
-        name: "mcp_tasks_ffiFFI", url: "\(releaseBaseURL)/MCPTasksFFI.xcframework.zip",
-        checksum: xcframeworkChecksum)
-#endif
+    ? .binaryTarget(name: "mcp_tasks_ffiFFI", path: localFFI)
+    : .binaryTarget(name: "mcp_tasks_ffiFFI", url: "\(releaseBaseURL)/\(releaseZip)", checksum: releaseChecksum)
 
 // What the static library needs from the system on Linux, as `cargo rustc --print
 // native-static-libs` names them (bindings-swift/stage-ffi fails when they differ): an artifact

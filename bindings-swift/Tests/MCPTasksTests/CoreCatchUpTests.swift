@@ -94,6 +94,23 @@ final class CoreCatchUpTests: XCTestCase {
         }
     }
 
+    /// The guide's example (docs/swift.md, "Traces"), as it is quoted.
+    func testTracingAsTheGuideShowsIt() async throws {
+        let client = try TasksClient(options: ClientOptions(url: try fixtureURL().absoluteString, store: .memory))
+        // docs:begin trace
+        // Where the app's tracing library starts an operation: every call inside it (and in the Swift
+        // tasks it starts) carries this context, on the create and on each poll, answer and cancel.
+        let context = TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        let report = try await TraceContext.$current.withValue(context) {
+            try await client.callTool("slow_compute", arguments: ["seconds": 0.1, "label": "Q3"])
+        }
+        // Or for one call: try await client.callTool("slow_compute", arguments: ..., trace: context)
+        // docs:end trace
+        try expectText(await report.value(), "Computed Q3 in 0.1s")
+        let kept = try fixtureRecord(try XCTUnwrap(report.taskId))["trace"]
+        XCTAssertEqual(kept?["traceparent"], .string(context.traceparent))
+    }
+
     /// The sans-IO driver sends the context it was given with each request it makes.
     func testTheDriverSendsItsTrace() throws {
         let created: JSONValue = [

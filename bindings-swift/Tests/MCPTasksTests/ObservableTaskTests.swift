@@ -51,10 +51,13 @@ final class ObservableTaskTests: XCTestCase {
 
     func testAViewSeesProgressAndTheOutcome() async throws {
         let client = try client { _ in ["action": "accept", "content": ["name": "Ada"]] }  // its MRTR round
-        let execution = try await client.callTool("test_tool_with_task")
         let immediate = try await client.callTool("greet", arguments: ["name": "x"])
         XCTAssertNil(ObservableTask(immediate))
+        // docs:begin observe
+        let execution = try await client.callTool("test_tool_with_task")
+        // nil for a call that answered at once (execution.value() holds its result).
         let task = try XCTUnwrap(ObservableTask(execution))
+        // docs:end observe
         XCTAssertEqual(task.id, execution.taskId)
         XCTAssertFalse(task.isFinished)
         let frames = try await renders(task)
@@ -110,7 +113,10 @@ final class ObservableTaskTests: XCTestCase {
             await before.close()
         }
         let after = try client(store: .file(file))
+        // docs:begin relaunch
+        // At launch: a model for each task whose outcome no model (nor value(), nor result()) took yet.
         let tasks = try await after.resumeAll().map(ObservableTask.init)
+        // docs:end relaunch
         XCTAssertEqual(tasks.map(\.id), [taskId])
         _ = try await renders(tasks[0])
         XCTAssertEqual(try firstText(tasks[0].result), "Computed again in 0.8s")
