@@ -41,14 +41,12 @@ final class ScriptedServer: @unchecked Sendable {
         self.url = url
     }
 
-    /// The methods the server received, in order (its `GET /log`).
+    /// The methods the server received, in order.
     func sent() async throws -> [String] {
-        let log = URL(string: url.absoluteString.replacingOccurrences(of: "/mcp", with: "/log"))!
-        let (data, _) = try await URLSession.shared.data(from: log)
-        return try JSONValue(parsing: data).arrayValue?.compactMap { $0["method"]?.stringValue } ?? []
+        try await requests().compactMap { $0["method"]?.stringValue }
     }
 
-    /// The requests the server received, each `{"method", "params"}`.
+    /// The requests the server received, each `{"method", "params"}` (its `GET /log`).
     func requests() async throws -> [JSONValue] {
         let log = URL(string: url.absoluteString.replacingOccurrences(of: "/mcp", with: "/log"))!
         let (data, _) = try await URLSession.shared.data(from: log)

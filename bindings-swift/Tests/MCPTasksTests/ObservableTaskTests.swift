@@ -6,6 +6,8 @@ import MCPTasks
 import Observation
 import XCTest
 
+// The package's floor is macOS 12 / iOS 15; the Observation module starts at macOS 14 / iOS 17.
+@available(macOS 14, iOS 17, *)
 @MainActor
 final class ObservableTaskTests: XCTestCase {
     private func client(store: TaskStore = .memory, onInputRequest: InputHandler? = nil) throws -> TasksClient {
