@@ -92,6 +92,11 @@ func python(_ script: String, _ arguments: [String]) throws -> String {
     let data = out.fileHandleForReading.readDataToEndOfFile()
     // Not waitUntilExit(): off the main thread under XCTest on Linux it can wait for good.
     for _ in 0..<500 where process.isRunning { usleep(10_000) }
+    // terminationStatus of a running process traps: say so instead.
+    guard !process.isRunning else {
+        XCTFail("python3 -c \(script) \(arguments) did not exit")
+        return ""
+    }
     XCTAssertEqual(process.terminationStatus, 0, "python3 -c \(script) \(arguments)")
     return String(decoding: data, as: UTF8.self)
 }
